@@ -1,0 +1,59 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchd/latch/fsm"
+)
+
+// Config configures a Node.
+type Config struct {
+	// MaxPending is the hard limit of acquires received and not yet answered, waiters
+	// included. The pending gate closes at 90% of it and opens below 75%.
+	MaxPending int
+	// MaxKeys is the hard limit of keys in the lock table. While its gate is closed,
+	// acquires of keys not in the table are answered B.
+	MaxKeys int
+	// MaxWaiters is the hard limit of queued waiters over all keys. While its gate is closed,
+	// acquires that would have to wait are answered B.
+	MaxWaiters int
+	// TokenFloor makes the first token TokenFloor+1 (0..2^63-1).
+	TokenFloor uint64
+	// Logger receives one structured line per event. Nil means no logging.
+	Logger hclog.Logger
+	// Metrics receives counters and gauges. Nil means a private, unexported set.
+	Metrics *Metrics
+	// Clock is the node's time source. Nil means the real monotonic clock.
+	Clock Clock
+}
+
+// DefaultConfig returns limits suitable for a laptop or a small production node.
+func DefaultConfig() Config {
+	return Config{
+		MaxPending: 100_000,
+		MaxKeys:    1_000_000,
+		MaxWaiters: 100_000,
+	}
+}
+
+// Validate reports the first setting that cannot work, with what to do about it.
+func (c Config) Validate() error {
+	if c.MaxPending < 1 {
+		return fmt.Errorf("max pending %d: set --max-pending to at least 1", c.MaxPending)
+	}
+	if c.MaxKeys < 1 {
+		return fmt.Errorf("max keys %d: set --max-keys to at least 1", c.MaxKeys)
+	}
+	if c.MaxWaiters < 1 {
+		return fmt.Errorf("max waiters %d: set --max-waiters to at least 1", c.MaxWaiters)
+	}
+	if fsm.Token(c.TokenFloor) > fsm.MaxToken {
+		return fmt.Errorf("token floor %d: %w", c.TokenFloor, errFloor)
+	}
+	return nil
+}
+
+var errFloor = errors.New("must be at most 9223372036854775807 (2^63-1), the largest token")

@@ -1,0 +1,86 @@
+package server
+
+import (
+	"time"
+
+	"github.com/latchd/latch/wire"
+)
+
+// handle serves one decoded frame. A non-empty result is the reason the connection must
+// close with (section 5: bad_request, auth_required, auth_failed, bad_version).
+func (ss *session) handle(r *wire.Request, readAt time.Time) wire.Reason {
+	switch ss.state {
+	case awaitHello:
+		return ss.hello(r)
+	case awaitProof:
+		return ss.proof(r)
+	}
+	switch r.Op {
+	case wire.OpAcquire, wire.OpRelease, wire.OpPing:
+	default: // H or V after the handshake
+		return wire.ReasonBadRequest
+	}
+	if reason := r.Check(); reason != "" {
+		ss.srv.m.FrameError(reason)
+		ss.Reply(wire.Response{Op: wire.OpError, Owner: r.Owner, Reason: reason})
+		return ""
+	}
+	switch r.Op {
+	case wire.OpAcquire:
+		ss.srv.node.Acquire(ss.conn, r.Owner, r.Key, r.Wait, r.Lease, readAt)
+	case wire.OpRelease:
+		ss.srv.node.Release(ss.conn, r.Owner, r.Key, r.Token)
+	case wire.OpPing:
+		ss.Reply(wire.Response{Op: wire.OpPing, Owner: r.Owner})
+	}
+	return ""
+}
+
+// hello answers the client's H. With secrets configured the answer asks for a proof.
+func (ss *session) hello(r *wire.Request) wire.Reason {
+	switch r.Op {
+	case wire.OpHello:
+	case wire.OpAcquire, wire.OpRelease, wire.OpPing:
+		ss.lastOwner = r.Owner
+		return wire.ReasonAuthRequired
+	default:
+		return wire.ReasonBadRequest // V before any hello
+	}
+	if r.Hello.Version != wire.Version {
+		return wire.ReasonBadVersion
+	}
+	sn, err := wire.NewNonce()
+	if err != nil {
+		ss.srv.log.Error("no random nonce for a handshake", "error", err)
+		return wire.ReasonInternal
+	}
+	ss.nonce, ss.sn = r.Hello.Nonce, sn
+	h := wire.Response{Op: wire.OpHello, Hello: wire.Hello{Version: wire.Version, Nonce: sn}}
+	if len(ss.srv.cfg.Secrets) > 0 {
+		h.Hello.Flags = wire.FlagAuthRequired
+		ss.state = awaitProof
+	} else {
+		ss.state = ready
+	}
+	ss.Reply(h)
+	return ""
+}
+
+// proof checks the client's V against every accepted secret and answers with the same one.
+func (ss *session) proof(r *wire.Request) wire.Reason {
+	switch r.Op {
+	case wire.OpProof:
+	case wire.OpAcquire, wire.OpRelease, wire.OpPing:
+		ss.lastOwner = r.Owner
+		return wire.ReasonAuthRequired
+	default:
+		return wire.ReasonBadRequest // a second hello
+	}
+	secret, ok := wire.MatchClientProof(ss.srv.cfg.Secrets, ss.nonce, ss.sn, r.Proof)
+	if !ok {
+		return wire.ReasonAuthFailed
+	}
+	ss.state = ready
+	ss.Reply(wire.Response{Op: wire.OpProof, Proof: wire.ServerProof(secret, ss.nonce, ss.sn)})
+	return ""
+}

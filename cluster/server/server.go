@@ -1,0 +1,159 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/wire"
+)
+
+// Server accepts client connections and runs one session per connection against a node.
+type Server struct {
+	cfg  Config
+	node *cluster.Node
+	log  hclog.Logger
+	m    *cluster.Metrics
+
+	mu       sync.Mutex
+	ln       net.Listener
+	sessions map[*session]struct{}
+	closing  atomic.Bool
+	wg       sync.WaitGroup
+	active   atomic.Int64
+}
+
+// New returns a server for node. Serve starts it.
+func New(cfg Config, node *cluster.Node) (*Server, error) {
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = cluster.NewMetrics()
+	}
+	return &Server{cfg: cfg, node: node, log: cfg.Logger, m: cfg.Metrics, sessions: map[*session]struct{}{}}, nil
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("latch server closed")
+
+// Serve accepts connections on ln until Shutdown. It always returns a non-nil error.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "error", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		if s.active.Load() >= int64(s.cfg.MaxConns) {
+			s.m.ConnsRefused.Inc()
+			s.log.Warn("connection limit reached; refusing connection", "remote", nc.RemoteAddr().String(), "max_conns", s.cfg.MaxConns)
+			go refuse(nc)
+			continue
+		}
+		s.start(nc)
+	}
+}
+
+// refuse tells a connection over the limit to go elsewhere and closes it.
+func refuse(nc net.Conn) {
+	nc.SetWriteDeadline(time.Now().Add(time.Second))
+	nc.Write(wire.AppendResponse(nil, &wire.Response{Op: wire.OpError, Reason: wire.ReasonUnavailable}))
+	nc.Close()
+}
+
+func (s *Server) start(nc net.Conn) {
+	ss := newSession(s, nc)
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.sessions[ss] = struct{}{}
+	s.wg.Add(2)
+	s.mu.Unlock()
+	s.active.Add(1)
+	s.m.Connections.Inc()
+	go ss.writeLoop()
+	go func() {
+		ss.run()
+		s.mu.Lock()
+		delete(s.sessions, ss)
+		s.mu.Unlock()
+		s.active.Add(-1)
+		s.m.Connections.Dec()
+	}()
+}
+
+// Addr is the listener's address (nil before Serve).
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Shutdown stops accepting, drains the node (every waiter is answered E unavailable), then
+// lets each session write what it has queued and close. It returns when every session has
+// ended or ctx is done.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing.Store(true)
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	s.mu.Unlock()
+	s.node.Drain()
+	s.mu.Lock()
+	for ss := range s.sessions {
+		ss.stopReading()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for ss := range s.sessions {
+			ss.nc.Close()
+		}
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+}

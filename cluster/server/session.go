@@ -1,0 +1,271 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/wire"
+)
+
+// handshake states of a session.
+type state uint8
+
+const (
+	awaitHello state = iota // nothing but H is accepted
+	awaitProof              // H answered with auth required: V is expected
+	ready                   // requests are served
+)
+
+// lingerTimeout bounds how long a closing session reads (and discards) what the client still
+// sends, so that its last reply is not destroyed by a TCP reset.
+const lingerTimeout = time.Second
+
+// session is one client connection.
+type session struct {
+	srv   *Server
+	nc    net.Conn
+	dec   *wire.Decoder
+	conn  *cluster.Conn
+	state state
+	nonce [wire.NonceSize]byte // the client's hello nonce
+	sn    [wire.NonceSize]byte // ours
+	// lastOwner is the owner of the request frame that ended the handshake early.
+	lastOwner uint64
+
+	// Output: replies queue in pending (omu); writes are serialised by wmu. inBatch is true
+	// while the reader handles one read's frames and will flush at its end itself.
+	omu     sync.Mutex
+	pending []wire.Response
+	spare   []wire.Response
+	inBatch bool
+	closed  bool
+	wmu     sync.Mutex
+	wbuf    []byte
+	wake    chan struct{}
+	done    chan struct{}
+}
+
+func newSession(srv *Server, nc net.Conn) *session {
+	ss := &session{
+		srv:     srv,
+		nc:      nc,
+		dec:     wire.NewRequestDecoder(),
+		pending: make([]wire.Response, 0, wire.ReplyBatch),
+		spare:   make([]wire.Response, 0, wire.ReplyBatch),
+		wbuf:    make([]byte, 0, wire.ReplyBatch*wire.MaxFrame),
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+	ss.conn = srv.node.Attach(ss)
+	return ss
+}
+
+// Reply implements cluster.Replier: it queues r and, unless the reader will flush at the end
+// of its batch, wakes the writer. It never blocks on the network.
+func (ss *session) Reply(r wire.Response) {
+	ss.omu.Lock()
+	if ss.closed {
+		ss.omu.Unlock()
+		return
+	}
+	ss.pending = append(ss.pending, r)
+	wake := !ss.inBatch
+	ss.omu.Unlock()
+	if wake {
+		select {
+		case ss.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// writeLoop flushes replies decided outside the reader's batches.
+func (ss *session) writeLoop() {
+	defer ss.srv.wg.Done()
+	for {
+		select {
+		case <-ss.wake:
+			if err := ss.flush(); err != nil {
+				ss.nc.Close() // the reader notices and ends the session
+				return
+			}
+		case <-ss.done:
+			return
+		}
+	}
+}
+
+// flush writes every queued reply, at most wire.ReplyBatch frames per write.
+func (ss *session) flush() error {
+	ss.wmu.Lock()
+	defer ss.wmu.Unlock()
+	for {
+		ss.omu.Lock()
+		batch := ss.pending
+		if len(batch) == 0 {
+			ss.omu.Unlock()
+			return nil
+		}
+		ss.pending, ss.spare = ss.spare[:0], nil
+		ss.omu.Unlock()
+		err := ss.write(batch)
+		ss.omu.Lock()
+		ss.spare = batch[:0]
+		ss.omu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (ss *session) write(batch []wire.Response) error {
+	for len(batch) > 0 {
+		k := min(len(batch), wire.ReplyBatch)
+		b := ss.wbuf[:0]
+		for i := range batch[:k] {
+			b = wire.AppendResponse(b, &batch[i])
+		}
+		ss.wbuf = b
+		batch = batch[k:]
+		ss.nc.SetWriteDeadline(time.Now().Add(wire.WriteStallTimeout))
+		if _, err := ss.nc.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (ss *session) beginBatch() {
+	ss.omu.Lock()
+	ss.inBatch = true
+	ss.omu.Unlock()
+}
+
+func (ss *session) endBatch() error {
+	ss.omu.Lock()
+	ss.inBatch = false
+	ss.omu.Unlock()
+	return ss.flush()
+}
+
+// stopReading makes a blocked Read return, so the session ends after flushing (shutdown).
+func (ss *session) stopReading() { ss.nc.SetReadDeadline(time.Now()) }
+
+// run is the session's reader: it owns the decoder and the handshake state, and ends the
+// session when the connection fails, the client breaks framing, or the server shuts down.
+func (ss *session) run() {
+	defer ss.srv.wg.Done()
+	remote := ss.nc.RemoteAddr().String()
+	log := ss.srv.log.With("remote", remote)
+	log.Debug("connection opened")
+	reason, why := ss.readLoop()
+	if reason != "" {
+		ss.srv.m.FrameError(reason)
+		ss.Reply(wire.Response{Op: wire.OpError, Reason: reason, Owner: ss.fatalOwner(reason)})
+		log.Warn("closing connection", "reason", string(reason), "detail", why)
+	} else if why != "" {
+		log.Debug("connection closed", "detail", why)
+	}
+	ss.flush()
+	ss.close()
+}
+
+// fatalOwner is the owner an E that closes the connection carries: only auth_required is
+// sent for a request whose owner was read; structural errors carry 0.
+func (ss *session) fatalOwner(r wire.Reason) uint64 {
+	if r == wire.ReasonAuthRequired {
+		return ss.lastOwner
+	}
+	return 0
+}
+
+// close ends the session: no more replies, the node forgets its waiters, and the socket is
+// closed after a short linger so the last reply reaches the client.
+func (ss *session) close() {
+	ss.omu.Lock()
+	ss.closed = true
+	ss.omu.Unlock()
+	close(ss.done)
+	ss.srv.node.Detach(ss.conn)
+	if tc, ok := ss.nc.(*net.TCPConn); ok {
+		tc.CloseWrite()
+		tc.SetReadDeadline(time.Now().Add(lingerTimeout))
+		io.Copy(io.Discard, io.LimitReader(tc, 1<<20))
+	}
+	ss.nc.Close()
+}
+
+// readLoop reads and handles frames until the session must end. A non-empty reason is the
+// E to send before closing; why says what happened, for the log.
+func (ss *session) readLoop() (wire.Reason, string) {
+	ss.nc.SetReadDeadline(time.Now().Add(wire.HandshakeTimeout))
+	buf := make([]byte, wire.ReadBuffer)
+	deadline := true // a read deadline is set on the connection (the handshake's, at first)
+	for {
+		n, err := ss.nc.Read(buf)
+		if n > 0 {
+			readAt := ss.srv.node.Now()
+			ss.beginBatch()
+			completed := false
+			p := buf[:n]
+			for len(p) > 0 {
+				used, done, derr := ss.dec.Decode(p)
+				p = p[used:]
+				if derr != nil {
+					ss.endBatch()
+					return wire.ReasonBadRequest, derr.Error()
+				}
+				if !done {
+					continue
+				}
+				completed = true
+				if r := ss.handle(ss.dec.Request(), readAt); r != "" {
+					ss.endBatch()
+					return r, "handshake"
+				}
+			}
+			if werr := ss.endBatch(); werr != nil {
+				return "", "write failed: " + werr.Error()
+			}
+			if ss.state == ready {
+				// A frame that has begun must end within the progress timeout of the read
+				// that brought its first byte; idle time between frames is unlimited.
+				switch {
+				case ss.dec.Partial() && (completed || !deadline):
+					ss.nc.SetReadDeadline(readAt.Add(wire.ProgressTimeout))
+					deadline = true
+				case !ss.dec.Partial() && deadline:
+					ss.nc.SetReadDeadline(time.Time{})
+					deadline = false
+				}
+			}
+		}
+		if err != nil {
+			return ss.readFailed(err)
+		}
+	}
+}
+
+// readFailed turns the read error that ended the loop into the session's last word.
+func (ss *session) readFailed(err error) (wire.Reason, string) {
+	if ss.srv.closing.Load() {
+		return "", "server shutting down"
+	}
+	timeout := errors.Is(err, os.ErrDeadlineExceeded)
+	switch {
+	case ss.state != ready && timeout:
+		return "", "handshake not finished within " + wire.HandshakeTimeout.String()
+	case ss.dec.Partial() && timeout:
+		return wire.ReasonBadRequest, "frame not complete within the progress timeout"
+	case ss.dec.Partial():
+		return wire.ReasonBadRequest, "connection ended inside a frame: " + err.Error()
+	case errors.Is(err, io.EOF):
+		return "", "client closed the connection"
+	}
+	return "", err.Error()
+}

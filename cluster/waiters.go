@@ -1,0 +1,58 @@
+package cluster
+
+// waiter is one acquire queued behind a key's holder. Its fields are guarded by the node's
+// mutex; done is set once, when it is granted, times out, is cancelled or is drained.
+type waiter struct {
+	c      *Conn
+	owner  uint64
+	lease  uint16
+	readAt int64 // when its frame was read (node clock): wait and grant latency count from here
+	ks     *keyState
+	stop   func() bool // stops its wait timer
+	done   bool
+}
+
+// queue is the FIFO of waiters of one key. Finished waiters stay in place until they reach
+// the head or a compaction drops them, so that timing out is O(1).
+type queue struct {
+	ws   []*waiter
+	head int
+	dead int // finished waiters still in ws[head:]
+}
+
+func (q *queue) push(w *waiter) { q.ws = append(q.ws, w) }
+
+// pop returns the next waiter, finished or not, or nil when the queue is empty.
+func (q *queue) pop() *waiter {
+	if q.head == len(q.ws) {
+		return nil
+	}
+	w := q.ws[q.head]
+	q.ws[q.head] = nil
+	q.head++
+	if w.done {
+		q.dead--
+	}
+	if q.head == len(q.ws) {
+		q.ws, q.head = q.ws[:0], 0
+	}
+	return w
+}
+
+func (q *queue) empty() bool { return len(q.ws)-q.head == q.dead }
+
+// compact drops finished waiters once they make up most of the queue, so a key whose
+// waiters keep timing out behind a long holder does not grow without bound.
+func (q *queue) compact() {
+	if q.dead < 32 || q.dead*2 < len(q.ws)-q.head {
+		return
+	}
+	live := q.ws[:0]
+	for _, w := range q.ws[q.head:] {
+		if !w.done {
+			live = append(live, w)
+		}
+	}
+	clear(q.ws[len(live):])
+	q.ws, q.head, q.dead = live, 0, 0
+}

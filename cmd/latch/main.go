@@ -1,0 +1,55 @@
+// Command latch is the one latch binary: the server, and (as they land) the client and admin
+// verbs. Each verb group lives in its own file; this package turns flags and LATCH_*
+// environment variables into the Configs of the packages that do the work, and holds no
+// logic of its own.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is set at build time: go build -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+func main() {
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "latch:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:    "latch",
+		Usage:   "a lock service with fencing tokens",
+		Version: version,
+		Commands: []*cli.Command{
+			serverCommand(),
+			versionCommand(),
+		},
+		HideVersion: false,
+	}
+}
+
+// exitCode is the process status for an error a verb returned: a cli.ExitCoder's own code,
+// else 1.
+func exitCode(err error) int {
+	if ec, ok := err.(cli.ExitCoder); ok {
+		return ec.ExitCode()
+	}
+	return 1
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the version of this binary",
+		Action: func(c *cli.Context) error {
+			fmt.Fprintf(c.App.Writer, "latch %s\n", version)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/server"
+	"github.com/latchd/latch/wire"
+)
+
+// shutdownGrace bounds how long SIGTERM waits for sessions to flush and close.
+const shutdownGrace = 10 * time.Second
+
+func env(name string) []string { return []string{"LATCH_" + name} }
+
+func serverCommand() *cli.Command {
+	def := cluster.DefaultConfig()
+	return &cli.Command{
+		Name:  "server",
+		Usage: "run a latch server",
+		Description: "Serves the latch protocol on --listen and health, readiness and Prometheus metrics on --http.\n" +
+			"Single mode keeps the lock table in memory: tokens are monotonic for the life of the process;\n" +
+			"restart with --token-floor above the last token you saw to keep them rising across restarts.\n" +
+			"Every flag can also be set with the LATCH_* environment variable named in its help.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "mode", Value: "single", Usage: "single (in memory, one process)", EnvVars: env("MODE")},
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:7400", Usage: "client `ADDR` (host:port)", EnvVars: env("LISTEN")},
+			&cli.StringFlag{Name: "http", Value: "127.0.0.1:7402", Usage: "health and metrics `ADDR` (host:port)", EnvVars: env("HTTP")},
+			&cli.StringFlag{Name: "secret-file", Usage: "`FILE` of accepted secrets, one per line (at least 32 bytes each); clients must prove one", EnvVars: env("SECRET_FILE")},
+			&cli.BoolFlag{Name: "insecure", Usage: "allow a non-loopback --listen without --secret-file", EnvVars: env("INSECURE")},
+			&cli.IntFlag{Name: "max-pending", Value: def.MaxPending, Usage: "hard limit of unanswered acquires, waiters included (admission closes at 90%)", EnvVars: env("MAX_PENDING")},
+			&cli.IntFlag{Name: "max-keys", Value: def.MaxKeys, Usage: "hard limit of held keys (admission of new keys closes at 90%)", EnvVars: env("MAX_KEYS")},
+			&cli.IntFlag{Name: "max-waiters", Value: def.MaxWaiters, Usage: "hard limit of queued waiters (admission of waits closes at 90%)", EnvVars: env("MAX_WAITERS")},
+			&cli.IntFlag{Name: "max-conns", Value: server.DefaultMaxConns, Usage: "most client connections at once", EnvVars: env("MAX_CONNS")},
+			&cli.Uint64Flag{Name: "token-floor", Usage: "the first token is `N`+1 (0..9223372036854775807)", EnvVars: env("TOKEN_FLOOR")},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error", EnvVars: env("LOG_LEVEL")},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json", EnvVars: env("LOG_FORMAT")},
+		},
+		Action: runServer,
+	}
+}
+
+func runServer(c *cli.Context) error {
+	log, err := newLogger(c.App.ErrWriter, c.String("log-level"), c.String("log-format"))
+	if err != nil {
+		return err
+	}
+	if c.Args().Present() {
+		return fmt.Errorf("server takes no arguments, got %q: flags go before arguments", c.Args().Slice())
+	}
+	if m := c.String("mode"); m != "single" {
+		return fmt.Errorf("--mode %q: this build serves single mode only", m)
+	}
+	var secrets [][]byte
+	if f := c.String("secret-file"); f != "" {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("--secret-file: %w", err)
+		}
+		if secrets, err = wire.ParseSecrets(data); err != nil {
+			return fmt.Errorf("--secret-file %s: %w", f, err)
+		}
+	}
+	listen := c.String("listen")
+	if err := server.CheckListen(listen, len(secrets) > 0, c.Bool("insecure")); err != nil {
+		return err
+	}
+
+	metrics := cluster.NewMetrics()
+	nodeCfg := cluster.Config{
+		MaxPending: c.Int("max-pending"),
+		MaxKeys:    c.Int("max-keys"),
+		MaxWaiters: c.Int("max-waiters"),
+		TokenFloor: c.Uint64("token-floor"),
+		Logger:     log.Named("node"),
+		Metrics:    metrics,
+	}
+	node, err := cluster.NewNode(nodeCfg)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Config{
+		Secrets:  secrets,
+		MaxConns: c.Int("max-conns"),
+		Logger:   log.Named("server"),
+		Metrics:  metrics,
+	}, node)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	hln, err := net.Listen("tcp", c.String("http"))
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("--http: %w", err)
+	}
+	ready := func() error {
+		if node.Stats().Draining {
+			return errors.New("shutting down")
+		}
+		return nil
+	}
+	hs := &http.Server{Handler: admin.Handler(metrics.Registry, ready), ReadHeaderTimeout: 5 * time.Second}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go node.Run()
+	served := make(chan error, 2)
+	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- hs.Serve(hln) }()
+	log.Info("latch serving", "mode", "single", "listen", ln.Addr().String(), "http", hln.Addr().String(),
+		"auth", len(secrets) > 0, "secrets", len(secrets), "token_floor", nodeCfg.TokenFloor, "version", version)
+
+	select {
+	case <-ctx.Done():
+		log.Info("signal received; draining", "grace", shutdownGrace)
+	case err := <-served:
+		log.Error("listener failed; shutting down", "error", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	serr := srv.Shutdown(sctx)
+	node.Close()
+	hs.Shutdown(sctx)
+	if serr != nil {
+		return fmt.Errorf("shutdown: %w", serr)
+	}
+	log.Info("latch stopped")
+	return nil
+}
