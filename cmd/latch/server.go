@@ -72,6 +72,9 @@ func runServer(c *cli.Context) error {
 			return fmt.Errorf("--secret-file %s: %w", f, err)
 		}
 	}
+	if n := c.Int("max-conns"); n < 1 {
+		return fmt.Errorf("--max-conns %d: set it to at least 1", n)
+	}
 	listen := c.String("listen")
 	if err := server.CheckListen(listen, len(secrets) > 0, c.Bool("insecure")); err != nil {
 		return err

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests run the real binary, built once by TestMain, as a separate process on
+// loopback, and talk to it over TCP and HTTP like a user would.
+
+var latchBin string
+
+const testVersion = "v0.0.0-test"
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "latch-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	latchBin = filepath.Join(dir, "latch")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version="+testVersion, "-o", latchBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building latch:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// syncBuffer collects a process's output while tests read it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proc is a running latch server process.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	exited chan struct{}
+	err    error // Wait's result, once exited is closed
+	listen string
+	http   string
+}
+
+// startServer runs `latch server` with args (JSON logs, ports picked by the kernel unless
+// args or env set them) and waits until it logs that it serves.
+func startServer(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	full := append([]string{"server", "--log-format", "json"}, args...)
+	if !hasFlag(args, env, "listen") {
+		full = append(full, "--listen", "127.0.0.1:0")
+	}
+	if !hasFlag(args, env, "http") {
+		full = append(full, "--http", "127.0.0.1:0")
+	}
+	p := &proc{cmd: exec.Command(latchBin, full...), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	pr, pw := io.Pipe()
+	p.cmd.Stderr = io.MultiWriter(p.stderr, pw)
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		pw.Close()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("server log:\n%s", p.stderr.String())
+		}
+	})
+	serving := make(chan map[string]any, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			var line map[string]any
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line["@message"] == "latch serving" {
+				serving <- line
+			}
+		}
+		close(serving)
+	}()
+	select {
+	case line, ok := <-serving:
+		if !ok {
+			t.Fatalf("server exited before serving: %v\n%s", p.err, p.stderr.String())
+		}
+		p.listen, _ = line["listen"].(string)
+		p.http, _ = line["http"].(string)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("server did not log 'latch serving' within 20 s:\n%s", p.stderr.String())
+	}
+	return p
+}
+
+func hasFlag(args, env []string, name string) bool {
+	for _, a := range args {
+		if a == "--"+name || strings.HasPrefix(a, "--"+name+"=") {
+			return true
+		}
+	}
+	envName := "LATCH_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")) + "="
+	for _, e := range env {
+		if strings.HasPrefix(e, envName) {
+			return true
+		}
+	}
+	return false
+}
+
+// wait waits for the process to exit within d and returns its exit code.
+func (p *proc) wait(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(d):
+		t.Fatalf("server still running after %s", d)
+	}
+	if p.err == nil {
+		return 0
+	}
+	if ee, ok := p.err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	t.Fatalf("wait: %v", p.err)
+	return -1
+}
+
+// run runs the binary to completion with a bound and returns its exit code and output.
+func run(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(latchBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			return 0, out.String()
+		}
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), out.String()
+		}
+		t.Fatal(err)
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("latch %v did not finish within 20 s:\n%s", args, out.String())
+	}
+	return -1, ""
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// signal sends sig to the process.
+func (p *proc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,45 @@
+// Package wire is the latch/1 wire protocol: frames to bytes and back, the
+// key rules, the error reasons, the handshake proofs and the protocol
+// constants. PROTOCOL.md (sections 3, 4, 5 and 8) is the contract; this
+// package follows it to the byte.
+//
+// Both ends use it: the server decodes requests and encodes responses, the
+// official client encodes requests and decodes responses.
+//
+// # What it must never do
+//
+// wire is pure: no network, no goroutines, no clocks, no Raft, no lock table
+// and no connection or server state beyond the bytes of one partial frame in
+// a Decoder. Timeouts (ProgressTimeout, HandshakeTimeout) are named here but
+// enforced by the session code; the handshake order (H, then V when
+// FlagAuthRequired is set, then requests) is the session's job too. It
+// imports the standard library only and no other latch package.
+//
+// # Frames
+//
+//	+----+------------------------------+----------------+----+
+//	| op | fixed header (length by op)  | tail           | LF |
+//	+----+------------------------------+----------------+----+
+//	  1    binary, big-endian, MAY hold   key (req A, R)   0x0A
+//	       0x0A: read by length           reason (resp E)
+//	                                      else empty
+//
+//	request  A  owner u64 | wait u8 | lease u16   (11)  key
+//	request  R  owner u64 | token u64             (16)  key
+//	request  P  owner u64                          (8)
+//	both     H  version u8 | flags u8 | nonce[32] (34)
+//	both     V  HMAC-SHA256 proof[32]             (32)
+//	response A  owner u64 | token u64             (16)
+//	response T B R N P  owner u64                  (8)
+//	response E  owner u64                          (8)  reason [a-z_]{1,32}
+//
+// A frame longer than MaxFrame (192) bytes is structurally invalid, as are an
+// unknown op, bytes in an empty tail and a malformed reason; the Decoder
+// reports them as a *FrameError and the connection must close. A key that
+// breaks section 4 (empty, over 128 bytes, not UTF-8, whitespace) is not
+// structural: the frame decodes and Request.Check reports bad_key.
+//
+// Decoding and encoding do not allocate on the hot path: a Decoder copies
+// the bytes of one frame into a fixed MaxFrame buffer, and the Append
+// functions write into the caller's slice.
+package wire

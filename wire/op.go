@@ -1,0 +1,71 @@
+package wire
+
+import "fmt"
+
+// Op is the first byte of a frame. The same byte can name a request and a
+// response (A is acquire and acquired, R is release and released, P is ping
+// and pong, H and V are the handshake in both directions).
+type Op byte
+
+// Ops of latch/1 (section 3).
+const (
+	OpAcquire Op = 'A' // request acquire; response acquired
+	OpRelease Op = 'R' // request release; response released
+	OpPing    Op = 'P' // request ping; response pong
+	OpHello   Op = 'H' // handshake hello, both directions
+	OpProof   Op = 'V' // handshake proof, both directions
+	OpTimeout Op = 'T' // response only: not acquired, wait ran out
+	OpBusy    Op = 'B' // response only: not acquired, admission closed
+	OpNotHeld Op = 'N' // response only: nothing released
+	OpError   Op = 'E' // response only: error with a reason
+)
+
+// String returns the op's letter, or its byte value in hex when it is not an
+// op of latch/1.
+func (o Op) String() string {
+	switch o {
+	case OpAcquire, OpRelease, OpPing, OpHello, OpProof,
+		OpTimeout, OpBusy, OpNotHeld, OpError:
+		return string(rune(o))
+	}
+	return fmt.Sprintf("Op(0x%02x)", byte(o))
+}
+
+// tailKind says what may stand between an op's fixed header and its LF.
+type tailKind uint8
+
+const (
+	tailNone   tailKind = iota // LF right after the header
+	tailKey                    // a key (request A and R)
+	tailReason                 // an E reason (response E)
+)
+
+// layout is the shape of one op in one direction. hdr == 0 marks an op that
+// does not exist in that direction: every real op has a header.
+type layout struct {
+	hdr  uint8 // fixed header length after the op byte
+	tail tailKind
+}
+
+// requestLayouts and responseLayouts are the tables of sections 3.1 and 3.2,
+// indexed by op byte.
+var (
+	requestLayouts = [256]layout{
+		OpAcquire: {11, tailKey},
+		OpRelease: {16, tailKey},
+		OpPing:    {8, tailNone},
+		OpHello:   {2 + NonceSize, tailNone},
+		OpProof:   {ProofSize, tailNone},
+	}
+	responseLayouts = [256]layout{
+		OpAcquire: {16, tailNone},
+		OpTimeout: {8, tailNone},
+		OpBusy:    {8, tailNone},
+		OpRelease: {8, tailNone},
+		OpNotHeld: {8, tailNone},
+		OpPing:    {8, tailNone},
+		OpError:   {8, tailReason},
+		OpHello:   {2 + NonceSize, tailNone},
+		OpProof:   {ProofSize, tailNone},
+	}
+)
