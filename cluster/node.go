@@ -122,6 +122,10 @@ func (n *Node) Detach(c *Conn) {
 func (n *Node) Acquire(c *Conn, owner uint64, key []byte, wait uint8, lease uint16, readAt time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	// Only acquires make the gauges grow: look at them again once this one is decided, so a
+	// gate closes the moment its gauge reaches 90%, not at the next acquire (which may find it
+	// already lower again).
+	defer n.observeGates()
 	if n.draining {
 		n.m.acqUnavailable.Inc()
 		n.m.FrameError(wire.ReasonUnavailable)
@@ -231,7 +235,37 @@ func (n *Node) grant(c *Conn, owner uint64, key []byte, lease uint16, now, readA
 	n.m.acqAcquired.Inc()
 	n.m.grantLatency.Observe(time.Duration(now - readAt).Seconds())
 	c.out.Reply(wire.Response{Op: wire.OpAcquire, Owner: owner, Token: uint64(tok)})
+	if n.table.Exhausted() {
+		n.log.Error("token counter exhausted: every later acquire fails with token_exhausted", "last_token", uint64(tok))
+		n.failWaiters(wire.ReasonTokenExhausted)
+	}
 	return true
+}
+
+// failWaiters answers every live waiter E reason and empties every queue: no waiter can be
+// granted any more (the node drains, or the token counter is exhausted).
+func (n *Node) failWaiters(reason wire.Reason) {
+	for _, ks := range n.keys {
+		if ks.q == nil {
+			continue
+		}
+		for _, w := range ks.q.ws[ks.q.head:] {
+			if w.done {
+				continue
+			}
+			n.retire(w, false) // the whole queue is dropped below
+			if reason == wire.ReasonUnavailable {
+				n.m.acqUnavailable.Inc()
+			} else {
+				n.m.acqExhausted.Inc()
+			}
+			n.m.FrameError(reason)
+			if !w.c.gone {
+				w.c.out.Reply(wire.Response{Op: wire.OpError, Owner: w.owner, Reason: reason})
+			}
+		}
+		ks.q = nil
+	}
 }
 
 // expire frees ks because its lease ran out, then hands the key to its next waiter.
@@ -312,23 +346,7 @@ func (n *Node) Drain() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.draining = true
-	for _, ks := range n.keys {
-		if ks.q == nil {
-			continue
-		}
-		for _, w := range ks.q.ws[ks.q.head:] {
-			if w.done {
-				continue
-			}
-			n.retire(w, false) // the whole queue is dropped below
-			n.m.acqUnavailable.Inc()
-			n.m.FrameError(wire.ReasonUnavailable)
-			if !w.c.gone {
-				w.c.out.Reply(wire.Response{Op: wire.OpError, Owner: w.owner, Reason: wire.ReasonUnavailable})
-			}
-		}
-		ks.q = nil
-	}
+	n.failWaiters(wire.ReasonUnavailable)
 }
 
 // Run drives the single-mode expiry sweep every expiry.SweepInterval until Close.
@@ -382,13 +400,18 @@ type Stats struct {
 	Draining               bool
 }
 
+// observeGates re-evaluates every gate against its gauge. The caller holds n.mu.
+func (n *Node) observeGates() {
+	n.gates[gatePending].Admit(n.pending)
+	n.gates[gateKeys].Admit(n.table.Len())
+	n.gates[gateWaiters].Admit(n.waiters)
+}
+
 // Stats returns the node's gauges, re-evaluating the gates against them.
 func (n *Node) Stats() Stats {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.gates[gatePending].Admit(n.pending)
-	n.gates[gateKeys].Admit(n.table.Len())
-	n.gates[gateWaiters].Admit(n.waiters)
+	n.observeGates()
 	return Stats{
 		Keys:        n.table.Len(),
 		Waiters:     n.waiters,

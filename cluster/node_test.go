@@ -368,3 +368,31 @@ func TestQueueCompactsTimedOutWaiters(t *testing.T) {
 		t.Fatalf("queue keeps %d finished waiters; compaction is not working", len(ks.q.ws)-ks.q.head)
 	}
 }
+
+func TestExhaustionAnswersQueuedWaiters(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.TokenFloor = 1<<63 - 2 })
+	a, ra := h.conn()
+	b, rb := h.conn()
+	h.acquire(a, 1, "k", 0, 30) // token 2^63-1: the last one
+	want(t, ra.one(t), wire.OpAcquire, 1)
+	h.acquire(b, 2, "k", 60, 30)
+	if got := rb.one(t); got.Op != wire.OpError || got.Reason != wire.ReasonTokenExhausted {
+		t.Fatalf("acquire after the last token: %+v", got)
+	}
+
+	h = newHarness(t, func(c *Config) { c.TokenFloor = 1<<63 - 3 })
+	a, ra = h.conn()
+	b, rb = h.conn()
+	h.acquire(a, 1, "k", 0, 30)
+	want(t, ra.one(t), wire.OpAcquire, 1)
+	h.acquire(b, 2, "k", 60, 30) // queued while one token is left
+	h.acquire(b, 3, "other", 0, 30)
+	got := rb.take()
+	if len(got) != 2 || got[0].Op != wire.OpAcquire || got[0].Owner != 3 ||
+		got[1].Op != wire.OpError || got[1].Owner != 2 || got[1].Reason != wire.ReasonTokenExhausted {
+		t.Fatalf("the last grant must answer the queued waiter token_exhausted at once: %+v", got)
+	}
+	if s := h.n.Stats(); s.Waiters != 0 || s.Pending != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}

@@ -2,15 +2,28 @@ package admin
 
 import (
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// Options select optional endpoints.
+type Options struct {
+	// Pprof serves Go's profiler under /debug/pprof/ (off by default: it exposes internals).
+	Pprof bool
+}
+
 // Handler returns the HTTP handler of a node. ready reports why the node cannot take
 // requests now, or nil when it can.
-func Handler(reg *prometheus.Registry, ready func() error) http.Handler {
+func Handler(reg *prometheus.Registry, ready func() error, o Options) http.Handler {
 	mux := http.NewServeMux()
+	if o.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte("ok\n"))

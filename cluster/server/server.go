@@ -90,7 +90,7 @@ func (s *Server) Serve(ln net.Listener) error {
 func refuse(nc net.Conn) {
 	nc.SetWriteDeadline(time.Now().Add(time.Second))
 	nc.Write(wire.AppendResponse(nil, &wire.Response{Op: wire.OpError, Reason: wire.ReasonUnavailable}))
-	nc.Close()
+	lingerClose(nc)
 }
 
 func (s *Server) start(nc net.Conn) {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/latchd/latch/cluster"
@@ -36,6 +37,8 @@ type session struct {
 	sn    [wire.NonceSize]byte // ours
 	// lastOwner is the owner of the request frame that ended the handshake early.
 	lastOwner uint64
+	// stopping is set by stopReading (shutdown) and read by the reader after each batch.
+	stopping atomic.Bool
 
 	// Output: replies queue in pending (omu); writes are serialised by wmu. inBatch is true
 	// while the reader handles one read's frames and will flush at its end itself.
@@ -154,7 +157,12 @@ func (ss *session) endBatch() error {
 }
 
 // stopReading makes a blocked Read return, so the session ends after flushing (shutdown).
-func (ss *session) stopReading() { ss.nc.SetReadDeadline(time.Now()) }
+// The flag covers a reader that is busy with a batch: its own SetReadDeadline after the batch
+// would otherwise replace this deadline and keep it reading for as long as the client sends.
+func (ss *session) stopReading() {
+	ss.stopping.Store(true)
+	ss.nc.SetReadDeadline(time.Now())
+}
 
 // run is the session's reader: it owns the decoder and the handshake state, and ends the
 // session when the connection fails, the client breaks framing, or the server shuts down.
@@ -192,12 +200,19 @@ func (ss *session) close() {
 	ss.omu.Unlock()
 	close(ss.done)
 	ss.srv.node.Detach(ss.conn)
-	if tc, ok := ss.nc.(*net.TCPConn); ok {
+	lingerClose(ss.nc)
+}
+
+// lingerClose closes nc after sending FIN and reading (and discarding) what the client still
+// sends for up to lingerTimeout: closing with unread input would make the kernel send a reset,
+// which can destroy the last reply before the client reads it.
+func lingerClose(nc net.Conn) {
+	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.CloseWrite()
 		tc.SetReadDeadline(time.Now().Add(lingerTimeout))
 		io.Copy(io.Discard, io.LimitReader(tc, 1<<20))
 	}
-	ss.nc.Close()
+	nc.Close()
 }
 
 // readLoop reads and handles frames until the session must end. A non-empty reason is the
@@ -244,6 +259,9 @@ func (ss *session) readLoop() (wire.Reason, string) {
 					deadline = false
 				}
 			}
+			if ss.stopping.Load() {
+				return "", "server shutting down"
+			}
 		}
 		if err != nil {
 			return ss.readFailed(err)
@@ -258,10 +276,10 @@ func (ss *session) readFailed(err error) (wire.Reason, string) {
 	}
 	timeout := errors.Is(err, os.ErrDeadlineExceeded)
 	switch {
-	case ss.state != ready && timeout:
-		return "", "handshake not finished within " + wire.HandshakeTimeout.String()
 	case ss.dec.Partial() && timeout:
 		return wire.ReasonBadRequest, "frame not complete within the progress timeout"
+	case ss.state != ready && timeout:
+		return "", "handshake not finished within " + wire.HandshakeTimeout.String()
 	case ss.dec.Partial():
 		return wire.ReasonBadRequest, "connection ended inside a frame: " + err.Error()
 	case errors.Is(err, io.EOF):
