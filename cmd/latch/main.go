@@ -28,6 +28,11 @@ func newApp() *cli.App {
 		Version: version,
 		Commands: []*cli.Command{
 			serverCommand(),
+			acquireCommand(),
+			releaseCommand(),
+			runCommand(),
+			pingCommand(),
+			benchCommand(),
 			versionCommand(),
 		},
 		HideVersion: false,

@@ -1,0 +1,114 @@
+package client
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/latchd/latch/wire"
+)
+
+// kind is what a call asks for.
+type kind uint8
+
+const (
+	kindAcquire kind = iota
+	kindRelease
+	kindPing
+)
+
+func (k kind) String() string {
+	switch k {
+	case kindAcquire:
+		return "acquire"
+	case kindRelease:
+		return "release"
+	}
+	return "ping"
+}
+
+// state is where a call is. Transitions (each under call.mu; those from or to queued also
+// under queue.mu, which is taken first):
+//
+//	queued  -> sending  a writer took it, stamped it and is about to write it
+//	sending -> queued   none of its bytes was written, or its answer allows a resend
+//	queued  -> done     deadline, cancellation or close while unsent
+//	sending -> done     an answer, a lost connection, or the answer deadline
+type state uint8
+
+const (
+	stateQueued state = iota
+	stateSending
+	stateDone
+)
+
+// call is one request from the moment it is queued until its result. The caller's goroutine
+// waits for done; writers, readers and timers move it between states.
+type call struct {
+	kind     kind
+	owner    uint64
+	key      string
+	token    uint64 // release
+	wait0    bool   // acquire asked with wait 0: sent as 0, bounded by ioTimeout
+	lease    uint16 // acquire
+	deadline time.Time
+	ctxBound bool // the caller's context deadline is the operation deadline
+	bounded  bool // counts against Config.QueueSize
+	health   bool // a connection's own health ping
+
+	// Queue links, guarded by queue.mu.
+	prev, next *call
+	inQueue    bool
+
+	mu        sync.Mutex
+	state     state
+	cn        *conn     // sending: the connection it was handed to
+	stamped   uint8     // sending, acquire: the wait written into the frame
+	writtenAt time.Time // sending: when the writer stamped it, just before writing
+	answerBy  time.Time // sending: when the caller gives up waiting for its answer
+	sent      bool      // some attempt may have reached a server
+	avoid     map[int]bool
+	attempts  int
+	res       wire.Response
+	err       error
+	done      chan struct{}
+}
+
+func newCall(k kind, owner uint64, deadline time.Time) *call {
+	return &call{kind: k, owner: owner, deadline: deadline, done: make(chan struct{})}
+}
+
+// finishLocked records the result and wakes the waiting caller. c.mu is held.
+func (c *call) finishLocked(res wire.Response, err error) {
+	c.state = stateDone
+	c.res, c.err = res, err
+	c.cn = nil
+	close(c.done)
+}
+
+// result returns the outcome once done is closed.
+func (c *call) result() (wire.Response, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.res, c.err
+}
+
+// owners hands out distinct non-zero owners. It never wraps: once the counter would reach 0
+// again it stays exhausted and the client fails closed.
+type owners struct {
+	next atomic.Uint64 // 0 once exhausted
+}
+
+func (o *owners) take() (uint64, bool) {
+	for {
+		v := o.next.Load()
+		if v == 0 {
+			return 0, false
+		}
+		if o.next.CompareAndSwap(v, v+1) { // v+1 is 0 after 2^64-1: exhausted from then on
+			return v, true
+		}
+	}
+}
+
+func (o *owners) exhausted() bool { return o.next.Load() == 0 }

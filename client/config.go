@@ -1,0 +1,166 @@
+package client
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/latchd/latch/wire"
+)
+
+// Config configures a Client. Only Servers is required.
+type Config struct {
+	// Servers are host:port addresses of latch nodes (any node of a cluster). Connections
+	// are spread over them round-robin and fail over to the next one.
+	Servers []string
+	// Secret is the shared handshake secret (at least 32 bytes). Nil: no auth. With a
+	// secret the client refuses a server whose hello does not ask for auth (no downgrade)
+	// and checks the server's own proof, so a fake server cannot hand out fake tokens.
+	Secret []byte
+	// SecretFile is an alternative to Secret: the first secret of the file (one per line,
+	// as for the server; see wire.ParseSecrets) is used. Set at most one of the two.
+	SecretFile string
+	// TLS, when set, wraps every connection in TLS with this configuration. An empty
+	// ServerName is filled from the server's host.
+	TLS *tls.Config
+	// Conns is the number of connections kept open (the pool), default 2.
+	Conns int
+	// DialTimeout bounds one dial plus TLS and latch handshakes, default 5 s.
+	DialTimeout time.Duration
+	// QueueSize bounds the local queue of acquires and pings not yet sent, default 1024.
+	// When it is full, Acquire and Ping return ErrQueueFull at once and send nothing.
+	// Releases are never refused for a full queue.
+	QueueSize int
+	// CompensationQueue bounds the compensating releases in progress (see Acquire),
+	// default 1024. When it is full a compensation is dropped, counted in
+	// Stats.CompensationsDropped, and the token is left to end with its lease.
+	CompensationQueue int
+	// PingInterval is how often a connection on which nothing was read is pinged, default
+	// 10 s. A ping not answered within IOTimeout closes the connection (it is replaced).
+	PingInterval time.Duration
+	// Logger receives connection events and anomalies. Nil: no logging.
+	Logger *slog.Logger
+	// FirstOwner is where the owner counter starts (for tests of its wrap-around);
+	// 0 means 1.
+	FirstOwner uint64
+	// Clock is the time source of every operation deadline, wait stamp, ticket deadline and
+	// ping interval. Nil means the real (monotonic) clock. Dial timeouts, write stall
+	// timeouts and reconnect backoff always use the real clock.
+	Clock Clock
+}
+
+// Clock is the client's time source. Times it returns are compared with each other only,
+// never with the wall clock, so the real clock's monotonic reading makes every deadline
+// immune to wall-clock steps.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine once d has passed (at once if d <= 0) and
+	// returns a function that stops it, reporting whether it stopped the call before it ran.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+// realClock is the process clock.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
+// Defaults of the Config fields left zero.
+const (
+	DefaultConns             = 2
+	DefaultDialTimeout       = 5 * time.Second
+	DefaultQueueSize         = 1024
+	DefaultCompensationQueue = 1024
+	DefaultPingInterval      = 10 * time.Second
+)
+
+// Reconnect backoff (real time): after every server of the list failed once in a row, or after
+// a connection that lived less than backoffReset, a slot sleeps, doubling from minBackoff up to
+// maxBackoff.
+const (
+	minBackoff   = 50 * time.Millisecond
+	maxBackoff   = 2 * time.Second
+	backoffReset = time.Second
+)
+
+// writeStallTimeout bounds one write to a connection (real time): a peer that accepts no
+// bytes for that long is closed.
+const writeStallTimeout = 5 * time.Second
+
+// withDefaults returns cfg with zero fields filled and the secret loaded, or the first setting
+// that cannot work.
+func (cfg Config) withDefaults() (Config, error) {
+	if len(cfg.Servers) == 0 {
+		return cfg, errors.New("latch client: no servers; set Config.Servers to host:port addresses of latch nodes")
+	}
+	cfg.Servers = append([]string(nil), cfg.Servers...)
+	for _, s := range cfg.Servers {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return cfg, fmt.Errorf("latch client: server %q is not host:port: %w", s, err)
+		}
+	}
+	if cfg.Secret != nil && cfg.SecretFile != "" {
+		return cfg, errors.New("latch client: set Secret or SecretFile, not both")
+	}
+	if cfg.SecretFile != "" {
+		data, err := os.ReadFile(cfg.SecretFile)
+		if err != nil {
+			return cfg, fmt.Errorf("latch client: secret file: %w", err)
+		}
+		secrets, err := wire.ParseSecrets(data)
+		if err != nil {
+			return cfg, fmt.Errorf("latch client: secret file %s: %w", cfg.SecretFile, err)
+		}
+		cfg.Secret = secrets[0]
+	} else if cfg.Secret != nil {
+		if len(cfg.Secret) < wire.MinSecretLen {
+			return cfg, fmt.Errorf("latch client: %w", wire.ErrSecretTooShort)
+		}
+		cfg.Secret = append([]byte(nil), cfg.Secret...)
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+	}{{"Conns", &cfg.Conns, DefaultConns}, {"QueueSize", &cfg.QueueSize, DefaultQueueSize}, {"CompensationQueue", &cfg.CompensationQueue, DefaultCompensationQueue}} {
+		switch {
+		case *f.v == 0:
+			*f.v = f.def
+		case *f.v < 0:
+			return cfg, fmt.Errorf("latch client: %s %d is negative; use 0 for the default %d", f.name, *f.v, f.def)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{{"DialTimeout", &cfg.DialTimeout, DefaultDialTimeout}, {"PingInterval", &cfg.PingInterval, DefaultPingInterval}} {
+		switch {
+		case *f.v == 0:
+			*f.v = f.def
+		case *f.v < 0:
+			return cfg, fmt.Errorf("latch client: %s %v is negative; use 0 for the default %v", f.name, *f.v, f.def)
+		}
+	}
+	if cfg.FirstOwner == 0 {
+		cfg.FirstOwner = 1
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.TLS != nil {
+		cfg.TLS = cfg.TLS.Clone()
+	}
+	return cfg, nil
+}

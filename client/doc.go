@@ -1,0 +1,128 @@
+// Package client is the official Go client of latch, a lock service with fencing tokens.
+// It speaks latch/1 (PROTOCOL.md) over a small pool of connections and applies the client
+// rules of PROTOCOL.md section 10, which make its results trustworthy: a Ticket is handed out
+// only when the caller can still use it, and every other result says honestly whether the
+// lock may be held.
+//
+// It imports only package wire and the standard library.
+//
+// # Use
+//
+//	c, err := client.New(client.Config{Servers: []string{"10.0.0.1:7400"}, SecretFile: "/etc/latch/secret"})
+//	...
+//	defer c.Close()
+//	t, err := c.Acquire(ctx, "jobs/nightly", 40*time.Second, client.AcquireOptions{Wait: 10 * time.Second, Lease: time.Minute})
+//	if err != nil { ... }           // see Errors below
+//	defer t.Release(context.Background())
+//	work(t.Context(), t.Token)       // pass the token to every resource you write
+//
+// New returns at once; connections are dialed in the background (and redialed when they
+// die). A call made before any connection is up waits in the local queue, within its own
+// deadline.
+//
+// # What the client guarantees
+//
+// Inputs are checked before anything is sent. Durations are rounded up to whole seconds and
+// then range-checked; nothing is clamped. Wait is 0..255 s, Lease 1..3600 s (0 means 30 s),
+// and the min work budget 0..250 s and at most the lease; otherwise ErrUnsupportedDuration or
+// ErrInsufficientLease. Negative durations are out of range. Keys follow PROTOCOL.md section
+// 4, and a key containing CR is refused too (ErrBadKey, wrapping the wire key error).
+//
+// One deadline. Wait bounds the whole acquire: the local queue, reconnects, failovers while
+// the request is still unsent, the write, and the answer. The deadline is taken once, at the
+// call, on the monotonic clock; a context deadline that is sooner shortens it. Just before
+// the frame is written, its wait is stamped with the time left, rounded up to whole seconds,
+// so a late connection or a failover never restarts the server's wait. Wait 0 is sent as 0
+// (one immediate attempt, no server queue); its whole attempt is bounded by IOTimeout (5 s).
+//
+//   - Still in the local queue at the deadline: ErrTimeout; nothing was sent.
+//   - Unsent failures (dial or handshake failed, the connection broke before any byte of the
+//     frame was written, or a server answered E unavailable) are sent again, with the same
+//     owner, on another connection within the deadline. Once a byte may have been sent, an
+//     acquire is never sent again.
+//   - Sent and not answered in time: exactly that connection is closed (the server then
+//     drops the request if it is still waiting) and the result is ErrIndeterminate.
+//
+// "In time" for an acquire with wait > 0 is written_at + stamped wait + ReplyGrace (1 s).
+// The server answers T when its own wait ends, counted from when it read the frame; since
+// the stamp is rounded up, that is at or just after the client's deadline. Without a grace
+// every contended acquire that times out would be Indeterminate and cost a connection. With
+// it, a T or B arriving in the grace is a definite no (correlated T and B stay definite), and
+// an A arriving in the grace fails the delivery gate (below). So Acquire returns at most
+// about 2 s after its wait (less than 1 s of rounding plus ReplyGrace). For wait 0 there is
+// no grace: the 5 s is the whole bound. A context canceled (not a deadline) ends the call at
+// once: unsent, ErrCanceled; possibly sent, ErrIndeterminate and that connection is closed.
+//
+// Delivery gate. An A answer becomes a Ticket only if the operation deadline has not passed
+// and the lease left, reckoned conservatively from the moment the frame was written
+// (written_at + lease - now), is at least the min work budget. Otherwise the client releases
+// that exact token in the background (a compensating release), keeps the connection open
+// and returns ErrIndeterminate. Ticket.Deadline is written_at + lease; Ticket.Context ends
+// then (context.DeadlineExceeded) or when the ticket is released.
+//
+// Release. An explicit release has IOTimeout from the call, and a compensating release
+// IOTimeout from when it was queued, reconnects and resends included: a release whose
+// connection was lost, or that was answered E indeterminate, is sent again. R is success, N
+// is ErrNotHeld; no answer is never success (ErrIndeterminate). At most
+// Config.CompensationQueue compensating releases run at once; beyond that the token is left
+// to end with its lease, and Stats.CompensationsDropped counts it.
+//
+// Owners. Every request carries an owner from one counter per Client: distinct and never 0.
+// If the counter would wrap to 0, the client fails closed for good: every later call returns
+// ErrOwnerExhausted and nothing is sent. Create a new Client.
+//
+// Handshake. Each connection starts with a hello carrying a fresh random nonce. With a
+// secret, a server whose hello does not ask for auth is refused (no downgrade), and the
+// server's proof is checked in constant time: a server that cannot prove the secret could
+// hand out fake tokens. When the last attempt at every server failed authentication and no
+// connection is up, queued and new calls fail at once with ErrAuth instead of waiting.
+//
+// Answers are matched to requests by owner, in any order; an answer for no pending owner is
+// ignored and logged. E with owner 0 means the server is closing the connection: requests
+// pending on it are treated as sent (acquires ErrIndeterminate; releases are resent).
+//
+// # Pool and failover
+//
+// Config.Conns connections (default 2) are kept open; connection i starts at server
+// i mod len(Servers). A failed dial or handshake moves to the next server at once, and after
+// a whole round of failures backs off (50 ms doubling to 2 s, with jitter). A connection
+// that dies is replaced in the background by dialing the next server. A connection whose
+// server answered E unavailable takes no new requests and is closed once its pending ones
+// are answered, so its slot moves on to another server; the request that got E unavailable
+// waits in the queue for a connection to a server that has not refused it. A connection on
+// which nothing was read for PingInterval is pinged, and closed if the pong does not come
+// within IOTimeout.
+//
+// # Errors
+//
+// Test results with errors.Is. What each means for the lock, and what to do:
+//
+//   - nil from Acquire: you hold the lock until Ticket.Deadline. Use Ticket.Context for the
+//     work and pass Ticket.Token to every resource.
+//   - ErrTimeout: definitely not acquired (T, or never sent before the deadline). Retry later
+//     or wait longer. From Release: definitely not released; nothing was sent.
+//   - ErrBusy: definitely not acquired; the server's admission is closed. Back off.
+//   - ErrIndeterminate: may or may not hold. Do not act as the holder; the lock, if held,
+//     ends with its lease (a known token is released in the background). Retrying is safe.
+//   - ErrUnavailable: definitely not applied; every server tried could not serve (no
+//     leader, shutting down). Retry later.
+//   - ErrNotHeld (Release): the lock had already expired or been released, or the token is
+//     not the current one. If you were still working under it, your work may have
+//     overlapped another holder: that is what the fencing token protects against.
+//   - ErrUnsupportedDuration, ErrInsufficientLease, ErrBadKey: fix the input; nothing sent.
+//   - ErrTokenExhausted: the server grants no more tokens; operator action needed.
+//   - ErrAuth: secret, server or version mismatch; fix the configuration.
+//   - ErrCanceled: your context was canceled before anything was sent.
+//   - ErrQueueFull: too many requests wait for a connection; nothing sent. Back off.
+//   - ErrClosed, ErrOwnerExhausted: this Client sends nothing any more.
+//   - *ServerError: any other E answer (bad_owner, bad_range, internal: a bug somewhere,
+//     the request was not applied); errors.As gives the reason.
+//
+// # Time
+//
+// Config.Clock drives every operation deadline, stamp, ticket deadline and ping interval,
+// so tests can be exact; the real clock's monotonic reading makes them immune to wall-clock
+// steps. Dial, TLS and handshake timeouts, write stall timeouts and reconnect backoff use
+// real time. The client cannot see the server's clock: if the client's clock runs slower than
+// the server's, a Ticket.Deadline can be late; keep a margin for that in the budget.
+package client

@@ -1,0 +1,99 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/latchd/latch/wire"
+)
+
+// Results of the client's calls. Each is defined once here; calls return them wrapped
+// with detail, so test them with errors.Is. The section "Errors" of the package
+// documentation says what each means for the lock and what to do.
+var (
+	// ErrTimeout: definitely not acquired. The server answered T (the lock was still held
+	// when the wait ran out), or the request was still in the local queue at the deadline
+	// and was never sent.
+	ErrTimeout = errors.New("latch: not acquired (definite): the lock stayed held for the whole wait, or no connection could send the request in time; retry later or wait longer")
+	// ErrBusy: definitely not acquired. The server's admission refused the acquire (B).
+	ErrBusy = errors.New("latch: not acquired (definite): the server is at its admission limit (busy); back off and retry")
+	// ErrIndeterminate: the call may or may not have taken effect. For an acquire the lock
+	// may be held under a token the caller never saw; it ends by itself with its lease.
+	ErrIndeterminate = errors.New("latch: outcome unknown: the request may or may not have been applied; do not assume you hold the lock, and do not assume it is free before its lease could have ended")
+	// ErrNotHeld: the release found nothing to release (N): the lock had already expired,
+	// was released before, or the token is not the current holder's.
+	ErrNotHeld = errors.New("latch: not held: the lock had already expired or been released, or the token is not the current one; work done under this token may have overlapped another holder")
+	// ErrUnsupportedDuration: a duration was outside its range after rounding up to whole
+	// seconds. Nothing was sent.
+	ErrUnsupportedDuration = errors.New("latch: unsupported duration (nothing sent): wait must be 0..255 s, lease 1..3600 s, min work budget 0..250 s, after rounding up to whole seconds")
+	// ErrInsufficientLease: the minimum work budget is longer than the lease. Nothing was sent.
+	ErrInsufficientLease = errors.New("latch: insufficient lease (nothing sent): the min work budget is longer than the lease; ask for a longer lease or a shorter budget")
+	// ErrBadKey: the key breaks the key rules (locally: wrapped with the wire key error, and
+	// nothing was sent; or answered E bad_key by a server).
+	ErrBadKey = errors.New("latch: bad key")
+	// ErrUnavailable: every server tried answered E unavailable (or the pool could not
+	// reach one after such an answer) before the deadline. Definitely not applied.
+	ErrUnavailable = errors.New("latch: unavailable (definite: not applied): no server could take the request (no leader, or shutting down); retry later")
+	// ErrTokenExhausted: the server's token counter is at its maximum; it grants no more.
+	ErrTokenExhausted = errors.New("latch: the server's token counter is exhausted; it cannot grant locks any more (restart a single server with a higher --token-floor, or migrate)")
+	// ErrAuth: the handshake failed: wrong secret, a server that failed its own proof,
+	// a server without auth while this client has a secret (downgrade refused), a server
+	// that wants a secret this client lacks, or a protocol version mismatch.
+	ErrAuth = errors.New("latch: authentication failed; check that client and server use the same secret file, and that you reach the right server")
+	// ErrClosed: the client was closed. Nothing new is sent.
+	ErrClosed = errors.New("latch: client closed")
+	// ErrOwnerExhausted: the client's owner counter would wrap to 0, so the client fails
+	// closed forever: nothing is sent any more. Create a new Client.
+	ErrOwnerExhausted = errors.New("latch: owner counter exhausted; this client fails closed and sends nothing more; create a new Client")
+	// ErrQueueFull: the local queue of unsent requests is full. Nothing was sent.
+	ErrQueueFull = errors.New("latch: local request queue is full (nothing sent); too many requests wait for a connection; back off or raise Config.QueueSize")
+	// ErrCanceled: the caller's context was canceled while the request was still unsent.
+	// Nothing was sent, so nothing was acquired or released. It also wraps ctx.Err().
+	ErrCanceled = errors.New("latch: canceled before the request was sent (nothing sent)")
+)
+
+// ServerError is an E answer from a server. Its Is method maps the reason to the sentinel
+// errors above, so errors.Is(err, ErrUnavailable) holds for E unavailable; reasons without a
+// sentinel (bad_owner, bad_range, internal, unknown ones) match only by errors.As.
+type ServerError struct {
+	Reason wire.Reason
+}
+
+// reasonErrors is the one table from E reasons to the client's sentinel errors.
+var reasonErrors = map[wire.Reason]error{
+	wire.ReasonUnavailable:    ErrUnavailable,
+	wire.ReasonIndeterminate:  ErrIndeterminate,
+	wire.ReasonTokenExhausted: ErrTokenExhausted,
+	wire.ReasonBadKey:         ErrBadKey,
+	wire.ReasonAuthFailed:     ErrAuth,
+	wire.ReasonAuthRequired:   ErrAuth,
+	wire.ReasonBadVersion:     ErrAuth,
+}
+
+// Error describes the reason and, through the matching sentinel, what to do.
+func (e *ServerError) Error() string {
+	if s, ok := reasonErrors[e.Reason]; ok {
+		return fmt.Sprintf("server answered E %s: %v", e.Reason, s)
+	}
+	switch e.Reason {
+	case wire.ReasonBadOwner, wire.ReasonBadRange, wire.ReasonBadRequest:
+		return fmt.Sprintf("latch: server answered E %s to a request the client checked; this is a bug in the client or the server, please report it", e.Reason)
+	case wire.ReasonInternal:
+		return "latch: server answered E internal: a server bug; the request was not applied"
+	}
+	return fmt.Sprintf("latch: server answered E %s", e.Reason)
+}
+
+// Is reports whether target is the sentinel error for e's reason.
+func (e *ServerError) Is(target error) bool {
+	s, ok := reasonErrors[e.Reason]
+	return ok && s == target
+}
+
+// Errors internal to the transport; they end in one of the sentinels before reaching a caller.
+var (
+	errNoConnection = errors.New("no connection to any server yet")
+	errPingTimeout  = errors.New("health ping: no pong in time")
+	errRetired      = errors.New("connection retired after E unavailable")
+	errProtocol     = errors.New("server broke the protocol")
+)

@@ -1,0 +1,273 @@
+package client
+
+// Test helpers: an injected clock, a real in-process latch server, polling.
+//
+// Timing: exact assertions use the fake clock. Where real time passes (a real server's wait
+// or lease), bounds are several times what is needed, because the machines are shared and
+// noisy; lower bounds are asserted only where the protocol forbids an early result.
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/server"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// Secrets of at least 32 bytes.
+var (
+	secretOne   = []byte("client-test-secret-one-0123456789abcdef")
+	secretTwo   = []byte("client-test-secret-two-fedcba9876543210")
+	secretWrong = []byte("client-test-secret-not-configured-000000")
+)
+
+// bound is the generous limit for anything that should happen "soon" in real time.
+const bound = 10 * time.Second
+
+// fakeClock is a Clock that moves only when a test advances it. Timers run their function
+// in a new goroutine, as time.AfterFunc does.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers map[*fakeTimer]struct{}
+}
+
+type fakeTimer struct {
+	at time.Time
+	f  func()
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), timers: map[*fakeTimer]struct{}{}}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d <= 0 {
+		go f()
+		return func() bool { return false }
+	}
+	t := &fakeTimer{at: c.now.Add(d), f: f}
+	c.timers[t] = struct{}{}
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, ok := c.timers[t]
+		delete(c.timers, t)
+		return ok
+	}
+}
+
+// Advance moves the clock by d and starts every timer that is due, earliest first.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []*fakeTimer
+	for t := range c.timers {
+		if !t.at.After(c.now) {
+			due = append(due, t)
+			delete(c.timers, t)
+		}
+	}
+	c.mu.Unlock()
+	sort.Slice(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
+	for _, t := range due {
+		go t.f()
+	}
+}
+
+// hasTimerAt reports whether a timer is due exactly at at.
+func (c *fakeClock) hasTimerAt(at time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for t := range c.timers {
+		if t.at.Equal(at) {
+			return true
+		}
+	}
+	return false
+}
+
+// eventually polls cond every 5 ms until it holds, and fails the test after within.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within %v", what, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// newTestClient makes a client closed at the end of the test.
+func newTestClient(t *testing.T, cfg Config) *Client {
+	t.Helper()
+	cl, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// result is what an Acquire run in the background returned.
+type result struct {
+	t   *Ticket
+	err error
+	at  time.Time // real time of the return
+}
+
+// acquireAsync runs Acquire in a goroutine and returns where its result will arrive.
+func acquireAsync(cl *Client, ctx context.Context, key string, budget time.Duration, o AcquireOptions) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		tk, err := cl.Acquire(ctx, key, budget, o)
+		ch <- result{tk, err, time.Now()}
+	}()
+	return ch
+}
+
+// wait returns the result from ch, failing the test after within.
+func wait(t *testing.T, ch <-chan result, within time.Duration) result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(within):
+		t.Fatalf("no result within %v", within)
+		return result{}
+	}
+}
+
+// pending fails the test if ch delivers within d.
+func pending(t *testing.T, ch <-chan result, d time.Duration) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("returned early: ticket %v, error %v", r.t, r.err)
+	case <-time.After(d):
+	}
+}
+
+// realServer is a single-mode latch node and its server on 127.0.0.1.
+type realServer struct {
+	addr string
+	node *cluster.Node
+	srv  *server.Server
+	stop func()
+}
+
+// startRealB starts a default real server for a benchmark and returns its address.
+func startRealB(b *testing.B) string {
+	b.Helper()
+	node, err := cluster.NewNode(cluster.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ran := make(chan struct{})
+	go func() { node.Run(); close(ran) }()
+	srv, err := server.New(server.Config{}, node)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		defer cancel()
+		srv.Shutdown(ctx)
+		node.Close()
+		<-served
+		<-ran
+	})
+	return ln.Addr().String()
+}
+
+// startReal starts a real server; edit adjusts the node's config. It stops at cleanup.
+func startReal(t *testing.T, edit func(*cluster.Config), secrets ...[]byte) *realServer {
+	t.Helper()
+	cfg := cluster.DefaultConfig()
+	if edit != nil {
+		edit(&cfg)
+	}
+	node, err := cluster.NewNode(cfg)
+	if err != nil {
+		t.Fatalf("NewNode: %v", err)
+	}
+	ran := make(chan struct{})
+	go func() { node.Run(); close(ran) }()
+	srv, err := server.New(server.Config{Secrets: secrets}, node)
+	if err != nil {
+		node.Close()
+		<-ran
+		t.Fatalf("server.New: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		node.Close()
+		<-ran
+		t.Fatalf("listen: %v", err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	rs := &realServer{addr: ln.Addr().String(), node: node, srv: srv}
+	var once sync.Once
+	rs.stop = func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), bound)
+			defer cancel()
+			if err := srv.Shutdown(ctx); err != nil {
+				t.Errorf("Shutdown: %v", err)
+			}
+			node.Close()
+			if err := <-served; !errors.Is(err, server.ErrServerClosed) {
+				t.Errorf("Serve returned %v", err)
+			}
+			<-ran
+		})
+	}
+	t.Cleanup(rs.stop)
+	return rs
+}
+
+// waiters polls until the node has n waiters.
+func (rs *realServer) waiters(t *testing.T, n int) {
+	t.Helper()
+	eventually(t, bound, "server waiters", func() bool { return rs.node.Stats().Waiters == n })
+}
+
+// testLogger sends the client's log to t.Log.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}

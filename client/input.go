@@ -1,0 +1,87 @@
+package client
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/latchd/latch/wire"
+)
+
+// Limits of the official client (PROTOCOL.md section 10), in one place.
+const (
+	// DefaultLease is the lease asked for when AcquireOptions.Lease is 0.
+	DefaultLease = 30 * time.Second
+	// MaxWorkBudget is the largest min work budget Acquire accepts.
+	MaxWorkBudget = 250 * time.Second
+	// IOTimeout bounds an acquire with wait 0 from the call to its answer (queue,
+	// reconnects, unsent failovers and the write included), and every release from its
+	// call (or, for a compensating release, from its enqueueing) to its answer.
+	IOTimeout = 5 * time.Second
+	// ReplyGrace is how long after the end of the wait it stamped an acquire with wait > 0
+	// still listens for the answer; see "One deadline" in the package documentation.
+	ReplyGrace = time.Second
+)
+
+// ioTimeout is IOTimeout; tests may shorten it.
+var ioTimeout = IOTimeout
+
+// request is an acquire after its inputs were checked and normalized.
+type request struct {
+	key    string
+	wait   uint8         // whole seconds as asked (0 = one immediate attempt)
+	lease  uint16        // whole seconds, wire.MinLease..wire.MaxLease
+	budget time.Duration // whole seconds, 0..MaxWorkBudget and at most the lease
+}
+
+// ceilSeconds rounds d up to whole seconds. Negative durations are never in range.
+func ceilSeconds(d time.Duration) (int64, bool) {
+	if d < 0 {
+		return 0, false
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s, true
+}
+
+// normalize checks an acquire before anything is sent: the key with the official client's
+// rules (section 4 plus no CR), each duration rounded up to whole seconds and then
+// range-checked, the budget against the lease. Nothing is clamped.
+func normalize(key string, budget time.Duration, o AcquireOptions) (request, error) {
+	if err := wire.CheckClientKey(key); err != nil {
+		return request{}, fmt.Errorf("%w: %w", ErrBadKey, err)
+	}
+	w, ok := ceilSeconds(o.Wait)
+	if !ok || w > wire.MaxWait {
+		return request{}, fmt.Errorf("%w: wait %v (%d s after rounding up) is outside 0..%d s", ErrUnsupportedDuration, o.Wait, w, wire.MaxWait)
+	}
+	lease := o.Lease
+	if lease == 0 {
+		lease = DefaultLease
+	}
+	l, ok := ceilSeconds(lease)
+	if !ok || l < wire.MinLease || l > wire.MaxLease {
+		return request{}, fmt.Errorf("%w: lease %v (%d s after rounding up) is outside %d..%d s", ErrUnsupportedDuration, lease, l, wire.MinLease, wire.MaxLease)
+	}
+	b, ok := ceilSeconds(budget)
+	maxB := int64(MaxWorkBudget / time.Second)
+	if !ok || b > maxB {
+		return request{}, fmt.Errorf("%w: min work budget %v (%d s after rounding up) is outside 0..%d s", ErrUnsupportedDuration, budget, b, maxB)
+	}
+	if b > l {
+		return request{}, fmt.Errorf("%w: min work budget %d s > lease %d s", ErrInsufficientLease, b, l)
+	}
+	return request{key: key, wait: uint8(w), lease: uint16(l), budget: time.Duration(b) * time.Second}, nil
+}
+
+// stampWait is the wait written into an acquire frame: the time left until the operation
+// deadline rounded up to whole seconds, at most wire.MaxWait. ok is false when nothing is
+// left. An acquire asked with wait 0 is always stamped 0 (the caller handles that).
+func stampWait(left time.Duration) (wait uint8, ok bool) {
+	if left <= 0 {
+		return 0, false
+	}
+	s, _ := ceilSeconds(left)
+	return uint8(min(s, wire.MaxWait)), true
+}

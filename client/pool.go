@@ -1,0 +1,282 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	"github.com/latchd/latch/wire"
+)
+
+// The pool: Config.Conns slots, each keeping one connection open. Slot i starts at server
+// i mod len(Servers). A failed dial or handshake moves the slot to the next server at once;
+// after a whole round of failures it backs off (real time, doubling from minBackoff to
+// maxBackoff, with jitter). A connection that ends is replaced by dialing the next server, so
+// a server that went away is skipped; one that ended within backoffReset of its handshake
+// also costs a backoff, so a server that accepts and drops cannot make a slot spin.
+
+// serverState is what the pool last learned about one server.
+type serverState struct {
+	tried   bool
+	lastErr error
+	authErr bool // the last attempt failed authentication
+}
+
+// runSlot keeps one connection open until Close.
+func (cl *Client) runSlot(slot int) {
+	defer cl.wg.Done()
+	n := len(cl.cfg.Servers)
+	next := slot % n
+	backoff := minBackoff
+	failures, connected := 0, false
+	for {
+		select {
+		case <-cl.stop:
+			return
+		default:
+		}
+		srv := next
+		next = (next + 1) % n
+		cn, err := cl.connect(srv)
+		if err != nil {
+			if cl.ctx.Err() != nil {
+				return
+			}
+			cl.dialFailed(srv, err)
+			if failures++; failures%n == 0 {
+				if !cl.sleep(backoff) {
+					return
+				}
+				backoff = min(2*backoff, maxBackoff)
+			}
+			continue
+		}
+		failures = 0
+		if !cl.connected(srv, cn) {
+			cn.nc.Close()
+			return
+		}
+		if connected {
+			cl.st.reconnects.Add(1)
+		}
+		connected = true
+		began := time.Now()
+		cn.serve()
+		cl.pmu.Lock()
+		delete(cl.conns, cn)
+		cl.pmu.Unlock()
+		if time.Since(began) < backoffReset {
+			if !cl.sleep(backoff) {
+				return
+			}
+			backoff = min(2*backoff, maxBackoff)
+		} else {
+			backoff = minBackoff
+		}
+	}
+}
+
+// sleep waits about d (with up to 50% jitter) unless the client closes first.
+func (cl *Client) sleep(d time.Duration) bool {
+	d += rand.N(d/2 + 1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-cl.stop:
+		return false
+	}
+}
+
+// connected adds a new connection to the pool, unless the client is closing.
+func (cl *Client) connected(srv int, cn *conn) bool {
+	cl.pmu.Lock()
+	defer cl.pmu.Unlock()
+	select {
+	case <-cl.stop:
+		return false
+	default:
+	}
+	cl.conns[cn] = struct{}{}
+	cl.servers[srv] = serverState{tried: true}
+	cl.authDown.Store(false)
+	cl.st.connects.Add(1)
+	cl.log.Debug("latch client: connected", "server", cn.addr)
+	return true
+}
+
+// dialFailed records a failed dial or handshake. When every server's last attempt failed
+// authentication and no connection is up, waiting cannot help: queued calls fail with the
+// auth error at once, and new ones are refused until a handshake succeeds.
+func (cl *Client) dialFailed(srv int, err error) {
+	cl.st.dialFailures.Add(1)
+	auth := errors.Is(err, ErrAuth)
+	if auth {
+		cl.log.Error("latch client: server refused, or failed, the handshake", "server", cl.cfg.Servers[srv], "error", err)
+	} else {
+		cl.log.Warn("latch client: cannot connect", "server", cl.cfg.Servers[srv], "error", err)
+	}
+	cl.pmu.Lock()
+	cl.servers[srv] = serverState{tried: true, lastErr: err, authErr: auth}
+	down := auth && len(cl.conns) == 0
+	for _, s := range cl.servers {
+		down = down && s.authErr
+	}
+	cl.pmu.Unlock()
+	if !down || cl.authDown.Swap(true) {
+		return
+	}
+	q := cl.q
+	q.mu.Lock()
+	failed := q.removeAllLocked(func(*call) bool { return true })
+	authErr := cl.authError()
+	q.mu.Unlock()
+	cl.finishAll(failed, func(c *call) error {
+		if c.sent {
+			return fmt.Errorf("%w: no server accepts the handshake any more: %w", ErrIndeterminate, authErr)
+		}
+		return authErr
+	})
+}
+
+// authError is the error for calls refused because every server refused the handshake.
+func (cl *Client) authError() error {
+	cl.pmu.Lock()
+	defer cl.pmu.Unlock()
+	for _, s := range cl.servers {
+		if s.authErr {
+			return fmt.Errorf("every server refused the handshake (nothing sent): %w", s.lastErr)
+		}
+	}
+	return fmt.Errorf("every server refused the handshake (nothing sent): %w", ErrAuth)
+}
+
+// connError is the last dial error while no connection is up, else nil.
+func (cl *Client) connError() error {
+	cl.pmu.Lock()
+	defer cl.pmu.Unlock()
+	if len(cl.conns) > 0 {
+		return nil
+	}
+	for _, s := range cl.servers {
+		if s.lastErr != nil {
+			return s.lastErr
+		}
+	}
+	return errNoConnection
+}
+
+func (cl *Client) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// connect dials server srv and makes the handshakes (TLS, then latch) within DialTimeout.
+func (cl *Client) connect(srv int) (*conn, error) {
+	addr := cl.cfg.Servers[srv]
+	ctx, cancel := context.WithTimeout(cl.ctx, cl.cfg.DialTimeout)
+	defer cancel()
+	nc, err := cl.dial(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	// A timeout or Close interrupts the handshake by expiring the connection's deadline.
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	}
+	if cl.cfg.TLS != nil {
+		tc := tls.Client(nc, cl.tlsConfig(addr))
+		if err = tc.HandshakeContext(ctx); err != nil {
+			err = fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		nc = tc
+	}
+	var fr *frameReader
+	if err == nil {
+		fr, err = cl.handshake(nc, addr)
+	}
+	if !stop() && err == nil {
+		err = fmt.Errorf("handshake with %s: %w", addr, context.Cause(ctx))
+	}
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	nc.SetDeadline(time.Time{})
+	return newConn(cl, srv, nc, fr), nil
+}
+
+func (cl *Client) tlsConfig(addr string) *tls.Config {
+	c := cl.cfg.TLS.Clone()
+	if c.ServerName == "" {
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			c.ServerName = host
+		}
+	}
+	return c
+}
+
+// handshake makes the latch handshake of PROTOCOL.md section 8 and returns the reader that
+// holds whatever the server sent after it. With a secret, a server that does not ask for auth
+// is refused (no downgrade) and the server's proof must match; without one, a server that
+// asks for auth is refused too.
+func (cl *Client) handshake(nc net.Conn, addr string) (*frameReader, error) {
+	cn, err := wire.NewNonce()
+	if err != nil {
+		return nil, fmt.Errorf("no random nonce: %w", err)
+	}
+	if _, err := nc.Write(wire.AppendRequest(nil, &wire.Request{Op: wire.OpHello, Hello: wire.Hello{Version: wire.Version, Nonce: cn}})); err != nil {
+		return nil, fmt.Errorf("handshake with %s: %w", addr, err)
+	}
+	fr := newFrameReader(nc)
+	h, err := handshakeFrame(fr, addr, wire.OpHello)
+	if err != nil {
+		return nil, err
+	}
+	if h.Hello.Version != wire.Version {
+		return nil, fmt.Errorf("%w: %s speaks latch protocol version %d, this client %d", ErrAuth, addr, h.Hello.Version, wire.Version)
+	}
+	auth := h.Hello.Flags&wire.FlagAuthRequired != 0
+	secret := cl.cfg.Secret
+	switch {
+	case secret != nil && !auth:
+		return nil, fmt.Errorf("%w: %s does not ask for auth but this client has a secret; refusing it (no downgrade): is it the right server, started with --secret-file?", ErrAuth, addr)
+	case secret == nil && auth:
+		return nil, fmt.Errorf("%w: %s requires a secret; set Config.Secret or SecretFile", ErrAuth, addr)
+	case !auth:
+		return fr, nil
+	}
+	sn := h.Hello.Nonce
+	proof := wire.ClientProof(secret, cn, sn)
+	if _, err := nc.Write(wire.AppendRequest(nil, &wire.Request{Op: wire.OpProof, Proof: proof})); err != nil {
+		return nil, fmt.Errorf("handshake with %s: %w", addr, err)
+	}
+	v, err := handshakeFrame(fr, addr, wire.OpProof)
+	if err != nil {
+		return nil, err
+	}
+	if !wire.ProofEqual(v.Proof, wire.ServerProof(secret, cn, sn)) {
+		return nil, fmt.Errorf("%w: %s answered with a wrong server proof: it does not know the secret (a fake server could hand out fake tokens); not using it", ErrAuth, addr)
+	}
+	return fr, nil
+}
+
+// handshakeFrame reads the next handshake frame, which must be want or E.
+func handshakeFrame(fr *frameReader, addr string, want wire.Op) (wire.Response, error) {
+	r, err := fr.next()
+	switch {
+	case err != nil:
+		return r, fmt.Errorf("handshake with %s: %w", addr, err)
+	case r.Op == wire.OpError:
+		return r, fmt.Errorf("handshake with %s: %w", addr, &ServerError{Reason: r.Reason})
+	case r.Op != want:
+		return r, fmt.Errorf("handshake with %s: %w: got %s, want %s", addr, errProtocol, r.Op, want)
+	}
+	return r, nil
+}
