@@ -5,7 +5,11 @@ LDFLAGS   := -X main.version=$(VERSION)
 BIN       := bin/latch
 FUZZTIME  ?= 30s
 
-.PHONY: build run test test-short bench fuzz lint clean
+BENCH_PORT   ?= 17400
+BENCH_POINTS ?= 1:1 16:16 64:64 16:1
+BENCH_ARGS   ?= --duration 5s --warmup 1s
+
+.PHONY: build run test test-short bench microbench fuzz lint clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/latch
@@ -21,9 +25,21 @@ test:
 test-short:
 	$(GO) test -short -count=1 ./...
 
-## bench: codec, table, heap and node benchmarks (allocations, memory per key, sweep stall).
-bench:
-	$(GO) test -run='^$$' -bench=. -benchmem ./wire/ ./fsm/ ./expiry/ ./cluster/
+## bench: latch bench (the client library) against a single-mode server started here, at each
+## clients:keys point of BENCH_POINTS; the server is stopped by its PID afterwards.
+bench: build
+	@./$(BIN) server --listen 127.0.0.1:$(BENCH_PORT) --http 127.0.0.1:$$(($(BENCH_PORT)+2)) --log-level warn & pid=$$!; \
+	trap 'kill $$pid 2>/dev/null; wait $$pid 2>/dev/null' EXIT; \
+	for i in $$(seq 50); do ./$(BIN) ping --servers 127.0.0.1:$(BENCH_PORT) >/dev/null 2>&1 && break; sleep 0.1; done; \
+	for p in $(BENCH_POINTS); do \
+		echo "== clients $${p%%:*} keys $${p##*:}"; \
+		./$(BIN) bench --servers 127.0.0.1:$(BENCH_PORT) --clients $${p%%:*} --keys $${p##*:} $(BENCH_ARGS) 2>/dev/null || exit 1; \
+	done
+
+## microbench: codec, table, heap, node and server benchmarks (allocations, memory per key,
+## sweep stall, pipelined throughput).
+microbench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./wire/ ./fsm/ ./expiry/ ./cluster/ ./cluster/server/
 
 ## fuzz: each decoder fuzz target for FUZZTIME.
 fuzz:
