@@ -127,3 +127,18 @@ func (t *Table) Range(fn func(key string, h Holder) bool) {
 		}
 	}
 }
+
+// RaiseFloor raises the token counter to at least floor, so that the next
+// grant is above it, and returns the last token afterwards. It never lowers
+// the counter: a floor at or below LastToken changes nothing. Raising it to
+// MaxToken exhausts the table: every later acquire fails. A floor above
+// MaxToken returns ErrFloorRange and changes nothing. Holders are untouched.
+func (t *Table) RaiseFloor(floor Token) (Token, error) {
+	if floor > MaxToken {
+		return t.last, ErrFloorRange
+	}
+	if floor > t.last {
+		t.last = floor
+	}
+	return t.last, nil
+}

@@ -1,0 +1,403 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// The replicated command set and its log codec.
+//
+// A raft log entry carries one batch: an ordered list of commands that every
+// replica applies in order, in one FSM call, each seeing the effects of the
+// ones before it. One batch shares one disk sync among many client
+// operations, and lets the leader put the release (or expiry) of a key and
+// the grant to its next waiter into the same entry.
+//
+// Batch format, version 1 (all integers unsigned big-endian):
+//
+//	batch   = version:u8 (=1) count:u32 command*count     no trailing bytes
+//	command = kind:u8 body
+//	  Acquire (1): keylen:u8 key lease:u16                4+len(key) bytes
+//	  Release (2): keylen:u8 key token:u64                10+len(key) bytes
+//	  Expire  (3): keylen:u8 key token:u64                10+len(key) bytes
+//	  Floor   (4): token:u64                              9 bytes
+//
+// Every field has a fixed width, so each command has exactly one encoding and
+// a decoded batch re-encodes to the same bytes. The codec is structural only:
+// any key length 0..255, lease and token is representable, and whether a
+// command makes sense (Command.Validate) is decided when it is applied, where
+// a bad command yields an Invalid result instead of failing the whole batch.
+//
+// The validation rules (MaxKeyLen, MaxLease, token ranges) are part of the
+// log format: every replica, and every replay of an old log, must decide
+// identically. Changing any of them, or any transition in ApplyCommand,
+// needs a new BatchVersion, and every node must run code that knows it
+// before the leader writes it.
+
+// BatchVersion is the format version in the first byte of every batch.
+// DecodeBatch rejects any other.
+const BatchVersion = 1
+
+// Limits checked by Command.Validate. They restate PROTOCOL.md section 4,
+// which package wire enforces at the edge; the FSM checks them again because
+// it must be robust to any bytes in the log. They are part of log format
+// version 1 (see above).
+const (
+	MaxKeyLen = 128  // bytes; keys are 1..MaxKeyLen bytes
+	MaxLease  = 3600 // seconds; leases are 1..MaxLease seconds
+)
+
+const (
+	batchHeaderLen = 5   // version:u8 count:u32
+	minCommandLen  = 4   // an Acquire with an empty key
+	maxEncodedKey  = 255 // keylen is one byte
+)
+
+// CommandKind says what a Command does. The zero value is not a kind.
+type CommandKind uint8
+
+// The command kinds. Their values are the kind byte in the log: never
+// renumber them.
+const (
+	// CmdAcquire grants Key with Lease to a new token if Key is free.
+	CmdAcquire CommandKind = 1
+	// CmdRelease frees Key if and only if Token holds it.
+	CmdRelease CommandKind = 2
+	// CmdExpire is the leader's expiry of a lease: it frees Key if and only
+	// if Token still holds it; a stale expiry (the key was released, or
+	// granted again) does nothing.
+	CmdExpire CommandKind = 3
+	// CmdFloor raises the token counter to at least Token (it never lowers
+	// it): --token-floor at bootstrap, or after restoring a snapshot.
+	CmdFloor CommandKind = 4
+)
+
+func (k CommandKind) String() string {
+	switch k {
+	case CmdAcquire:
+		return "acquire"
+	case CmdRelease:
+		return "release"
+	case CmdExpire:
+		return "expire"
+	case CmdFloor:
+		return "floor"
+	}
+	return fmt.Sprintf("CommandKind(%d)", uint8(k))
+}
+
+// Command is one replicated operation on the Table. Fields a kind does not
+// use are ignored and not encoded:
+//
+//	CmdAcquire  Key, Lease
+//	CmdRelease  Key, Token
+//	CmdExpire   Key, Token
+//	CmdFloor    Token
+//
+// A Command returned by DecodeBatch has a Key that aliases the decoded bytes:
+// it must not be modified, and is valid only as long as those bytes are.
+type Command struct {
+	Kind  CommandKind
+	Key   []byte
+	Lease uint16 // seconds
+	Token Token
+}
+
+// ErrInvalidCommand is wrapped by the errors of Command.Validate. A command
+// that fails validation changes nothing and yields an Invalid result.
+var ErrInvalidCommand = errors.New("fsm: invalid command")
+
+// Validation failures; built once so that ApplyCommand does not allocate.
+var (
+	errUnknownKind = fmt.Errorf("%w: unknown command kind: this node is older than the one that wrote the command, upgrade it", ErrInvalidCommand)
+	errKeyEmpty    = fmt.Errorf("%w: key is empty: keys are 1 to %d bytes", ErrInvalidCommand, MaxKeyLen)
+	errKeyLong     = fmt.Errorf("%w: key is longer than %d bytes", ErrInvalidCommand, MaxKeyLen)
+	errLease       = fmt.Errorf("%w: lease is outside 1..%d seconds", ErrInvalidCommand, MaxLease)
+	errFloor       = fmt.Errorf("%w: token floor is above 9223372036854775807 (2^63-1)", ErrInvalidCommand)
+)
+
+// Validate reports whether c can be applied, with an error wrapping
+// ErrInvalidCommand if not:
+//   - the kind is one of the four;
+//   - Acquire, Release and Expire: the key is 1..MaxKeyLen bytes (its
+//     contents, UTF-8 and whitespace, are checked at the edge by package
+//     wire, not here);
+//   - Acquire: the lease is 1..MaxLease seconds;
+//   - Floor: the token is at most MaxToken (0 is valid and changes nothing).
+//
+// Any token is valid for Release and Expire: 0, or one that never was
+// issued, simply never matches a holder.
+//
+// A proposer should call Validate before putting a command in a batch and
+// answer the client itself: ApplyCommand rejects the same commands, but
+// only after a round through the log.
+func (c Command) Validate() error {
+	switch c.Kind {
+	case CmdAcquire:
+		if c.Lease == 0 || c.Lease > MaxLease {
+			return errLease
+		}
+		return checkKey(c.Key)
+	case CmdRelease, CmdExpire:
+		return checkKey(c.Key)
+	case CmdFloor:
+		if c.Token > MaxToken {
+			return errFloor
+		}
+		return nil
+	}
+	return errUnknownKind
+}
+
+func checkKey(key []byte) error {
+	switch {
+	case len(key) == 0:
+		return errKeyEmpty
+	case len(key) > MaxKeyLen:
+		return errKeyLong
+	}
+	return nil
+}
+
+// ResultKind is the outcome of one command. The zero value is not a kind.
+type ResultKind uint8
+
+// The result kinds, with the Result fields each one sets (the others are
+// zero).
+const (
+	// Granted: an Acquire got the key. Token is the new token, Holder the
+	// new holder and Key the key as stored in the table (one shared string,
+	// which an expiry heap may keep instead of copying the key again).
+	Granted ResultKind = iota + 1
+	// Held: an Acquire found the key held. Holder is the current holder.
+	Held
+	// Released: a Release freed the key. Holder is the holder it freed.
+	Released
+	// NotHeld: a Release's token does not hold the key. Holder is the
+	// current holder if another token holds it, zero if the key is free.
+	NotHeld
+	// Expired: an Expire freed the key. Holder is the holder it freed.
+	Expired
+	// Stale: an Expire's token no longer holds the key (it was released, or
+	// granted again): nothing changed. Holder is as for NotHeld.
+	Stale
+	// Exhausted: an Acquire failed because MaxToken has been issued; every
+	// later Acquire fails the same way, forever (PROTOCOL.md section 4).
+	Exhausted
+	// Floored: a Floor was applied. Token is the last token afterwards,
+	// which is the command's token or higher: the floor never lowers it.
+	Floored
+	// Invalid: the command failed Command.Validate and changed nothing.
+	Invalid
+)
+
+func (k ResultKind) String() string {
+	switch k {
+	case Granted:
+		return "granted"
+	case Held:
+		return "held"
+	case Released:
+		return "released"
+	case NotHeld:
+		return "not_held"
+	case Expired:
+		return "expired"
+	case Stale:
+		return "stale"
+	case Exhausted:
+		return "exhausted"
+	case Floored:
+		return "floored"
+	case Invalid:
+		return "invalid"
+	}
+	return fmt.Sprintf("ResultKind(%d)", uint8(k))
+}
+
+// Result is the outcome of one command; ResultKind says which fields are
+// set.
+type Result struct {
+	Kind   ResultKind
+	Token  Token  // Granted: the new token; Floored: the last token afterwards
+	Holder Holder // Granted: the new holder; Held, NotHeld, Stale: the current one; Released, Expired: the freed one
+	Key    string // Granted: the key as the table stores it
+}
+
+// ApplyCommand is the single deterministic transition of the lock table:
+// both modes go through it (single mode under the node's mutex, cluster
+// mode from the raft FSM for every command of every committed batch). It
+// validates c (Invalid if Validate fails, changing nothing), then:
+//
+//	Acquire  Exhausted once MaxToken has been issued (even if the key is
+//	         held); else Held if the key is held; else Granted
+//	Release  Released if Token holds the key, else NotHeld
+//	Expire   Expired if Token still holds the key, else Stale
+//	Floor    Floored, with the counter raised to at least Token
+//
+// It reads no clock and no random source and does not allocate, except the
+// key string of a grant.
+func (t *Table) ApplyCommand(c Command) Result {
+	if c.Validate() != nil {
+		return Result{Kind: Invalid}
+	}
+	switch c.Kind {
+	case CmdAcquire:
+		tok, k, err := t.Acquire(c.Key, c.Lease)
+		switch err {
+		case nil:
+			return Result{Kind: Granted, Token: tok, Holder: Holder{Token: tok, Lease: c.Lease}, Key: k}
+		case ErrHeld:
+			h, _ := t.Holder(c.Key)
+			return Result{Kind: Held, Holder: h}
+		default: // ErrTokenExhausted, the only other error of Acquire
+			return Result{Kind: Exhausted}
+		}
+	case CmdRelease, CmdExpire:
+		freed, miss := Released, NotHeld
+		if c.Kind == CmdExpire {
+			freed, miss = Expired, Stale
+		}
+		h, ok := t.Holder(c.Key)
+		if ok && t.Release(c.Key, c.Token) {
+			return Result{Kind: freed, Holder: h}
+		}
+		return Result{Kind: miss, Holder: h}
+	default: // CmdFloor; Validate admitted nothing else
+		last, _ := t.RaiseFloor(c.Token) // Validate checked the range
+		return Result{Kind: Floored, Token: last}
+	}
+}
+
+// Codec errors. DecodeBatch wraps one of them with the position and detail.
+var (
+	// ErrBatchVersion: the entry was written in a format version this node
+	// does not know.
+	ErrBatchVersion = errors.New("fsm: log entry has an unknown format version: " +
+		"it was written by a newer latch; upgrade this node to the leader's version")
+	// ErrBatchMalformed: the entry is not a well-formed batch (truncated,
+	// trailing bytes, unknown command kind). Nothing in it was applied.
+	ErrBatchMalformed = errors.New("fsm: malformed log entry")
+	// ErrUnencodable: AppendBatch was given a command it cannot encode (an
+	// unknown kind or a key over 255 bytes). Call Validate on each command
+	// before batching it.
+	ErrUnencodable = errors.New("fsm: command cannot be encoded: validate commands before batching them")
+)
+
+// AppendBatch appends the encoding of cmds as one batch (format version
+// BatchVersion) to b and returns the extended slice. It fails only for a
+// command of unknown kind or a key over 255 bytes (ErrUnencodable), and then
+// returns b unchanged; commands that pass Validate always encode. It does
+// not validate otherwise: an encodable but invalid command (lease 0, say)
+// is carried and yields Invalid when applied. Fields a kind does not use are
+// not encoded.
+func AppendBatch(b []byte, cmds []Command) ([]byte, error) {
+	if uint64(len(cmds)) > math.MaxUint32 {
+		return b, fmt.Errorf("%w: %d commands in one batch, at most %d", ErrUnencodable, len(cmds), uint32(math.MaxUint32))
+	}
+	start := len(b)
+	b = append(b, BatchVersion)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(cmds)))
+	for i, c := range cmds {
+		switch c.Kind {
+		case CmdAcquire, CmdRelease, CmdExpire:
+			if len(c.Key) > maxEncodedKey {
+				return b[:start], fmt.Errorf("%w: command %d (%v) has a %d-byte key", ErrUnencodable, i, c.Kind, len(c.Key))
+			}
+			b = append(b, byte(c.Kind), byte(len(c.Key)))
+			b = append(b, c.Key...)
+			if c.Kind == CmdAcquire {
+				b = binary.BigEndian.AppendUint16(b, c.Lease)
+			} else {
+				b = binary.BigEndian.AppendUint64(b, uint64(c.Token))
+			}
+		case CmdFloor:
+			b = append(b, byte(CmdFloor))
+			b = binary.BigEndian.AppendUint64(b, uint64(c.Token))
+		default:
+			return b[:start], fmt.Errorf("%w: command %d has unknown kind %d", ErrUnencodable, i, uint8(c.Kind))
+		}
+	}
+	return b, nil
+}
+
+// DecodeBatch decodes one batch and appends its commands to dst, in order.
+// It is all or nothing: on error it returns dst with its original length and
+// an error wrapping ErrBatchVersion or ErrBatchMalformed. It never panics,
+// whatever data holds.
+//
+// It copies nothing: each Key aliases data, which it never modifies (a raft
+// Log.Data is shared with the log store and must stay read-only). Apart from
+// growing dst it does not allocate on success.
+func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
+	if len(data) == 0 {
+		return dst, fmt.Errorf("%w: empty entry", ErrBatchMalformed)
+	}
+	if data[0] != BatchVersion {
+		return dst, fmt.Errorf("%w: version %d, this node knows %d", ErrBatchVersion, data[0], BatchVersion)
+	}
+	if len(data) < batchHeaderLen {
+		return dst, fmt.Errorf("%w: %d-byte entry is shorter than the %d-byte header", ErrBatchMalformed, len(data), batchHeaderLen)
+	}
+	count := binary.BigEndian.Uint32(data[1:])
+	p := data[batchHeaderLen:]
+	if uint64(count) > uint64(len(p)/minCommandLen) {
+		return dst, fmt.Errorf("%w: %d commands cannot fit in %d bytes", ErrBatchMalformed, count, len(p))
+	}
+	n0 := len(dst)
+	dst = slices.Grow(dst, int(count))
+	for i := range count {
+		off := len(data) - len(p)
+		if len(p) == 0 {
+			return drop(dst, n0), fmt.Errorf("%w: truncated before command %d of %d", ErrBatchMalformed, i, count)
+		}
+		c := Command{Kind: CommandKind(p[0])}
+		var n int
+		switch c.Kind {
+		case CmdAcquire, CmdRelease, CmdExpire:
+			tail := 8
+			if c.Kind == CmdAcquire {
+				tail = 2
+			}
+			if len(p) < 2 {
+				return drop(dst, n0), fmt.Errorf("%w: command %d (%v) at byte %d truncated", ErrBatchMalformed, i, c.Kind, off)
+			}
+			kl := int(p[1])
+			n = 2 + kl + tail
+			if len(p) < n {
+				return drop(dst, n0), fmt.Errorf("%w: command %d (%v) at byte %d truncated", ErrBatchMalformed, i, c.Kind, off)
+			}
+			c.Key = p[2 : 2+kl : 2+kl]
+			if c.Kind == CmdAcquire {
+				c.Lease = binary.BigEndian.Uint16(p[2+kl:])
+			} else {
+				c.Token = Token(binary.BigEndian.Uint64(p[2+kl:]))
+			}
+		case CmdFloor:
+			n = 9
+			if len(p) < n {
+				return drop(dst, n0), fmt.Errorf("%w: command %d (%v) at byte %d truncated", ErrBatchMalformed, i, c.Kind, off)
+			}
+			c.Token = Token(binary.BigEndian.Uint64(p[1:]))
+		default:
+			return drop(dst, n0), fmt.Errorf("%w: command %d at byte %d has unknown kind %d: "+
+				"it was written by a newer latch; upgrade this node to the leader's version", ErrBatchMalformed, i, off, p[0])
+		}
+		dst = append(dst, c)
+		p = p[n:]
+	}
+	if len(p) != 0 {
+		return drop(dst, n0), fmt.Errorf("%w: %d trailing bytes after %d commands", ErrBatchMalformed, len(p), count)
+	}
+	return dst, nil
+}
+
+// drop truncates dst back to n and clears what it drops, so that a failed
+// decode leaves no reference into the rejected entry.
+func drop(dst []Command, n int) []Command {
+	clear(dst[n:])
+	return dst[:n]
+}
