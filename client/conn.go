@@ -28,6 +28,12 @@ type conn struct {
 	readSeen atomic.Bool // a frame was read since the last ping tick
 	pingDue  atomic.Bool // the writer should send a health ping
 
+	// turn is held by whoever takes calls from the queue and writes them on this connection:
+	// its writer goroutine, or a submitting caller that found the connection idle (the
+	// inline path, which saves a goroutine hand-off per request).
+	turn  sync.Mutex
+	batch []*call // the calls being written; guarded by turn
+
 	mu       sync.Mutex
 	pending  map[uint64]*call // handed to this connection and not yet answered
 	inWrite  []*call          // the batch whose Write has not returned; close leaves them to the writer
@@ -46,6 +52,7 @@ func newConn(cl *Client, server int, nc net.Conn, fr *frameReader) *conn {
 		closed:  make(chan struct{}),
 		pending: map[uint64]*call{},
 		wbuf:    make([]byte, 0, wire.ReplyBatch*wire.MaxFrame),
+		batch:   make([]*call, 0, wire.ReplyBatch),
 	}
 }
 
@@ -70,7 +77,6 @@ func (cn *conn) writeLoop() {
 	case cn.wake <- struct{}{}:
 	default:
 	}
-	batch := make([]*call, 0, wire.ReplyBatch)
 	for {
 		select {
 		case <-cn.closed:
@@ -80,20 +86,31 @@ func (cn *conn) writeLoop() {
 		if cn.pingDue.Swap(false) && !cn.sendPing() {
 			return
 		}
-		for {
-			cn.mu.Lock()
-			stop := cn.retiring || cn.dead
-			cn.mu.Unlock()
-			if stop {
-				break
-			}
-			batch = cn.cl.take(cn, batch[:0])
-			if len(batch) == 0 {
-				break
-			}
-			if !cn.write(batch) {
-				return
-			}
+		cn.turn.Lock()
+		ok := cn.drain()
+		cn.turn.Unlock()
+		if !ok {
+			return
+		}
+	}
+}
+
+// drain writes queued calls in batches until the queue has nothing this connection may send,
+// or the connection retires. It reports false when the connection died. cn.turn is held.
+func (cn *conn) drain() bool {
+	for {
+		cn.mu.Lock()
+		stop := cn.retiring || cn.dead
+		cn.mu.Unlock()
+		if stop {
+			return true
+		}
+		cn.batch = cn.cl.take(cn, cn.batch[:0])
+		if len(cn.batch) == 0 {
+			return true
+		}
+		if !cn.write(cn.batch) {
+			return false
 		}
 	}
 }

@@ -15,21 +15,44 @@ import (
 
 // submit queues c, or says why it cannot be: the client is closed, every server refused the
 // handshake, or the queue is full. Nothing is sent in those cases.
+//
+// When a connection is idle the caller writes the queue out on it itself (the inline path):
+// the request then costs no hand-off to the writer goroutine. The write is the same code the
+// writer runs, under the same turn, so stamping, registration and the unsent/maybe-sent split
+// are unchanged; it only blocks when the socket does, which the write-stall bound limits.
 func (cl *Client) submit(c *call, internal bool) error {
 	q := cl.q
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	switch {
 	case q.hardClosed || (q.closed && !internal):
+		q.mu.Unlock()
 		return ErrClosed
 	case cl.authDown.Load():
+		q.mu.Unlock()
 		return cl.authError()
 	case c.bounded && q.bounded >= q.limit:
+		q.mu.Unlock()
 		return fmt.Errorf("%w (%d requests wait for a connection)", ErrQueueFull, q.bounded)
 	}
 	c.mu.Lock()
-	q.pushLocked(c, false)
+	q.linkLocked(c, false)
 	c.mu.Unlock()
+	cn := q.idleLocked()
+	if cn == nil {
+		q.wakeLocked() // every connection is writing: its writer takes c next
+		q.mu.Unlock()
+		return nil
+	}
+	q.mu.Unlock()
+	ok := cn.drain()
+	cn.turn.Unlock()
+	if !ok || q.len() > 0 {
+		// The connection died or retired, or calls it may not send are left: let every
+		// writer look (the dead one's slot dials a replacement).
+		q.mu.Lock()
+		q.wakeLocked()
+		q.mu.Unlock()
+	}
 	return nil
 }
 

@@ -32,6 +32,33 @@ func newQueue(limit int) *queue {
 // pushLocked appends c (or puts it first, for a call that was already queued once) and wakes
 // every writer. q.mu and c.mu are held.
 func (q *queue) pushLocked(c *call, front bool) {
+	q.linkLocked(c, front)
+	q.wakeLocked()
+}
+
+// wakeLocked wakes every writer. q.mu is held.
+func (q *queue) wakeLocked() {
+	for _, w := range q.writers {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// idleLocked returns a connection whose write turn the caller now holds, or nil when every
+// connection is busy writing (or there is none). q.mu is held.
+func (q *queue) idleLocked() *conn {
+	for cn := range q.writers {
+		if cn.turn.TryLock() {
+			return cn
+		}
+	}
+	return nil
+}
+
+// linkLocked appends c, or puts it first. q.mu and c.mu are held.
+func (q *queue) linkLocked(c *call, front bool) {
 	c.state, c.cn = stateQueued, nil
 	c.inQueue = true
 	if front {
@@ -54,12 +81,6 @@ func (q *queue) pushLocked(c *call, front bool) {
 	q.n++
 	if c.bounded {
 		q.bounded++
-	}
-	for _, w := range q.writers {
-		select {
-		case w <- struct{}{}:
-		default:
-		}
 	}
 }
 
