@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -16,35 +17,56 @@ type Ticket struct {
 	// carries the monotonic clock reading of the client's clock.
 	Deadline time.Time
 
-	cl     *Client
-	ctx    *leaseContext
-	cancel context.CancelCauseFunc
-	stop   func() bool
+	cl *Client
+
+	// The context is made on the first Context call: most callers never ask for it, and it
+	// costs a timer. mu guards the fields below.
+	mu       sync.Mutex
+	ctx      *leaseContext
+	cancel   context.CancelCauseFunc
+	stop     func() bool
+	released bool
 }
 
 // errLeaseOver is the cancellation cause of a ticket's context at its deadline.
 var errLeaseOver = errors.New("latch: lease deadline reached")
 
 func (cl *Client) newTicket(key string, token uint64, deadline time.Time) *Ticket {
-	inner, cancel := context.WithCancelCause(context.Background())
-	t := &Ticket{Key: key, Token: token, Deadline: deadline, cl: cl, cancel: cancel}
-	t.ctx = &leaseContext{inner: inner, deadline: deadline}
-	t.stop = cl.clock.AfterFunc(deadline.Sub(cl.clock.Now()), func() { cancel(errLeaseOver) })
-	return t
+	return &Ticket{Key: key, Token: token, Deadline: deadline, cl: cl}
 }
 
 // Context returns a context that is done at Deadline (Err is then
 // context.DeadlineExceeded) or when the ticket is released (context.Canceled), whichever
 // comes first. Its Deadline method reports the ticket's Deadline, so database drivers and
 // other deadline-aware code stop in time. Derive the contexts of the work from it.
-func (t *Ticket) Context() context.Context { return t.ctx }
+func (t *Ticket) Context() context.Context {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ctx == nil {
+		inner, cancel := context.WithCancelCause(context.Background())
+		t.ctx, t.cancel = &leaseContext{inner: inner, deadline: t.Deadline}, cancel
+		if t.released {
+			cancel(context.Canceled)
+		} else {
+			t.stop = t.cl.clock.AfterFunc(t.Deadline.Sub(t.cl.clock.Now()), func() { cancel(errLeaseOver) })
+		}
+	}
+	return t.ctx
+}
 
 // Release releases this ticket's lock (Client.Release with its key and token) and cancels
 // its context, whatever the outcome.
 func (t *Ticket) Release(ctx context.Context) error {
 	err := t.cl.Release(ctx, t.Key, t.Token)
-	t.stop()
-	t.cancel(context.Canceled)
+	t.mu.Lock()
+	t.released = true
+	if t.ctx != nil {
+		if t.stop != nil {
+			t.stop()
+		}
+		t.cancel(context.Canceled)
+	}
+	t.mu.Unlock()
 	return err
 }
 
