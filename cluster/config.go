@@ -28,6 +28,10 @@ type Config struct {
 	Metrics *Metrics
 	// Clock is the node's time source. Nil means the real monotonic clock.
 	Clock Clock
+	// Replicated, when set, makes a cluster-mode node: commands go through the replicated
+	// log and TokenFloor is the proposer's business (it is proposed at bootstrap). Nil
+	// means single mode.
+	Replicated *Replicated
 }
 
 // DefaultConfig returns limits suitable for a laptop or a small production node.

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"errors"
 	"sync"
 	"time"
 
@@ -15,7 +14,8 @@ import (
 
 // Replier delivers responses to one client connection. The node calls Reply with its mutex
 // held, from whichever goroutine made the decision (a session's reader, a waiter's timer, the
-// sweep), so Reply must queue and return at once; a closed connection drops the response.
+// sweep, the proposer's result dispatcher), so Reply must queue and return at once; a closed
+// connection drops the response.
 type Replier interface {
 	Reply(r wire.Response)
 }
@@ -28,18 +28,29 @@ type Conn struct {
 	gone    bool
 }
 
-// keyState is the node's runtime state of a held key: the lease deadline of the current
-// holder (an item of the expiry heap) and the FIFO of acquires waiting for it.
+// keyState is the node's view of a held key: the lease deadline of the current holder (an
+// item of the expiry heap, whose Token is the holder's token) and the FIFO of acquires
+// waiting for it.
 type keyState struct {
-	item expiry.Item
-	q    *queue // nil until someone waits
+	item    expiry.Item
+	q       *queue // nil until someone waits
+	handoff bool   // a waiter's acquire is proposed behind a release or expiry
+	freeing bool   // a release or expiry of the current holder is proposed
 }
 
 // Node decides acquires and releases for one lock table. All of its methods are safe for
 // concurrent use; decisions are serialised by one mutex, which is never held across I/O.
+//
+// In single mode the node owns the table and applies each transition in place (local). In
+// cluster mode (Replicated) transitions are proposed and their results come back in log
+// order; the node only decides while it leads. See DESIGN.md.
 type Node struct {
 	mu       sync.Mutex
-	table    *fsm.Table
+	local    *fsm.Table  // single mode
+	rep      *Replicated // cluster mode
+	leading  bool        // single mode: always
+	epoch    uint64      // bumped at every leadership change; stale results leave the view alone
+	last     fsm.Token   // last token issued, as far as the node has seen
 	keys     map[string]*keyState
 	heap     expiry.Heap
 	pending  int // acquires received and not answered (waiters included)
@@ -47,10 +58,10 @@ type Node struct {
 	gates    [3]Gate
 	draining bool
 
-	clock Clock
-	epoch time.Time
-	log   hclog.Logger
-	m     *Metrics
+	clock  Clock
+	epoch0 time.Time
+	log    hclog.Logger
+	m      *Metrics
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -63,14 +74,11 @@ const (
 	gateWaiters
 )
 
-// NewNode returns a single-mode node: commands are applied in place to an in-memory table.
-// Call Run to start the expiry sweep and Close to stop it.
+// NewNode returns a node. Without cfg.Replicated it is a single-mode node that owns an
+// in-memory table; with it, a cluster-mode node that waits for Lead. Call Run to start the
+// expiry sweep and Close to stop it.
 func NewNode(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	table, err := fsm.NewTable(fsm.Token(cfg.TokenFloor))
-	if err != nil {
 		return nil, err
 	}
 	if cfg.Clock == nil {
@@ -83,15 +91,23 @@ func NewNode(cfg Config) (*Node, error) {
 		cfg.Metrics = NewMetrics()
 	}
 	n := &Node{
-		table: table,
-		keys:  make(map[string]*keyState),
-		gates: [3]Gate{{Limit: cfg.MaxPending}, {Limit: cfg.MaxKeys}, {Limit: cfg.MaxWaiters}},
-		clock: cfg.Clock,
-		epoch: cfg.Clock.Now(),
-		log:   cfg.Logger,
-		m:     cfg.Metrics,
-		stop:  make(chan struct{}),
-		swept: make(chan struct{}),
+		keys:   make(map[string]*keyState),
+		gates:  [3]Gate{{Limit: cfg.MaxPending}, {Limit: cfg.MaxKeys}, {Limit: cfg.MaxWaiters}},
+		clock:  cfg.Clock,
+		epoch0: cfg.Clock.Now(),
+		log:    cfg.Logger,
+		m:      cfg.Metrics,
+		stop:   make(chan struct{}),
+		swept:  make(chan struct{}),
+	}
+	if cfg.Replicated != nil {
+		n.rep = cfg.Replicated
+	} else {
+		table, err := fsm.NewTable(fsm.Token(cfg.TokenFloor))
+		if err != nil {
+			return nil, err
+		}
+		n.local, n.leading, n.last = table, true, table.LastToken()
 	}
 	n.registerGauges()
 	return n, nil
@@ -99,245 +115,55 @@ func NewNode(cfg Config) (*Node, error) {
 
 // mono converts t to nanoseconds since the node's epoch (monotonic when t carries a
 // monotonic reading, as time.Now does).
-func (n *Node) mono(t time.Time) int64 { return int64(t.Sub(n.epoch)) }
+func (n *Node) mono(t time.Time) int64 { return int64(t.Sub(n.epoch0)) }
+
+// Now reads the node's clock; sessions stamp the time a frame was read with it.
+func (n *Node) Now() time.Time { return n.clock.Now() }
 
 // Attach registers a client connection whose answers go to out.
 func (n *Node) Attach(out Replier) *Conn { return &Conn{out: out} }
 
 // Detach forgets a closed connection: its waiters are dropped (they were never granted, so
 // nothing is lost), and later decisions send it nothing. Closing a connection releases no lock.
+// A waiter whose acquire is already proposed keeps it; if it is granted, the node releases it.
 func (n *Node) Detach(c *Conn) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	c.gone = true
 	for w := range c.waiting {
+		if w.proposed {
+			continue
+		}
 		n.retire(w, true)
 		n.m.waitCancelled.Inc()
 	}
 	c.waiting = nil
 }
 
-// Acquire decides an acquire frame read at readAt (section 7). The answer goes to c.
-// The caller has checked the frame (wire.Request.Check) already.
-func (n *Node) Acquire(c *Conn, owner uint64, key []byte, wait uint8, lease uint16, readAt time.Time) {
+// Leading reports whether the node decides requests now (single mode: always).
+func (n *Node) Leading() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	// Only acquires make the gauges grow: look at them again once this one is decided, so a
-	// gate closes the moment its gauge reaches 90%, not at the next acquire (which may find it
-	// already lower again).
-	defer n.observeGates()
-	if n.draining {
-		n.m.acqUnavailable.Inc()
-		n.m.FrameError(wire.ReasonUnavailable)
-		c.out.Reply(wire.Response{Op: wire.OpError, Owner: owner, Reason: wire.ReasonUnavailable})
-		return
-	}
-	if n.table.Exhausted() {
-		// Section 4: once the last token is issued every acquire fails, held key or not.
-		n.m.acqExhausted.Inc()
-		n.m.FrameError(wire.ReasonTokenExhausted)
-		c.out.Reply(wire.Response{Op: wire.OpError, Owner: owner, Reason: wire.ReasonTokenExhausted})
-		return
-	}
-	now := n.mono(n.clock.Now())
-	ks := n.keys[string(key)]
-	if ks != nil && ks.item.Deadline <= now {
-		n.expire(ks, now) // lazily: the lease is over even if the sweep has not run yet
-		ks = n.keys[string(key)]
-	}
-	if !n.gates[gatePending].Admit(n.pending) {
-		n.busy(c, owner, n.m.busyPending)
-		return
-	}
-	if ks == nil {
-		if !n.gates[gateKeys].Admit(n.table.Len()) {
-			n.busy(c, owner, n.m.busyKeys)
-			return
-		}
-		n.grant(c, owner, key, lease, now, n.mono(readAt), nil)
-		return
-	}
-	if wait == 0 {
-		n.m.acqTimeout.Inc()
-		c.out.Reply(wire.Response{Op: wire.OpTimeout, Owner: owner})
-		return
-	}
-	if !n.gates[gateWaiters].Admit(n.waiters) {
-		n.busy(c, owner, n.m.busyWaiters)
-		return
-	}
-	readNs := n.mono(readAt)
-	left := time.Duration(readNs + int64(wait)*int64(time.Second) - now)
-	if left <= 0 {
-		n.m.acqTimeout.Inc()
-		c.out.Reply(wire.Response{Op: wire.OpTimeout, Owner: owner})
-		return
-	}
-	w := &waiter{c: c, owner: owner, lease: lease, readAt: readNs, ks: ks}
-	if ks.q == nil {
-		ks.q = &queue{}
-	}
-	ks.q.push(w)
-	if c.waiting == nil {
-		c.waiting = make(map[*waiter]struct{})
-	}
-	c.waiting[w] = struct{}{}
-	n.waiters++
-	n.pending++
-	w.stop = n.clock.AfterFunc(left, func() { n.waitTimedOut(w) })
-}
-
-// Release decides a release frame: R if token is the key's current holder, else N.
-func (n *Node) Release(c *Conn, owner uint64, key []byte, token uint64) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	now := n.mono(n.clock.Now())
-	ks := n.keys[string(key)]
-	if ks != nil && ks.item.Deadline <= now {
-		n.expire(ks, now) // the lease ran out: the lock was free before this release arrived
-		ks = nil
-	}
-	if ks == nil || !n.table.Release(key, fsm.Token(token)) {
-		n.m.relNotHeld.Inc()
-		c.out.Reply(wire.Response{Op: wire.OpNotHeld, Owner: owner})
-		return
-	}
-	n.heap.Remove(&ks.item)
-	n.m.relReleased.Inc()
-	c.out.Reply(wire.Response{Op: wire.OpRelease, Owner: owner})
-	n.freed(ks, now)
-}
-
-// grant gives the free key to a new holder and answers A (or E token_exhausted).
-// ks is the key's state when it has waiters left from the previous holder, else nil.
-func (n *Node) grant(c *Conn, owner uint64, key []byte, lease uint16, now, readAt int64, ks *keyState) bool {
-	tok, k, err := n.table.Acquire(key, lease)
-	if err != nil {
-		reason := wire.ReasonInternal
-		if errors.Is(err, fsm.ErrTokenExhausted) {
-			reason = wire.ReasonTokenExhausted
-			n.m.acqExhausted.Inc()
-		} else {
-			n.log.Error("acquire failed on a free key", "error", err)
-		}
-		n.m.FrameError(reason)
-		c.out.Reply(wire.Response{Op: wire.OpError, Owner: owner, Reason: reason})
-		return false
-	}
-	if ks == nil {
-		ks = &keyState{}
-	}
-	ks.item.Key = k
-	ks.item.Token = uint64(tok)
-	ks.item.Deadline = now + int64(lease)*int64(time.Second)
-	n.keys[k] = ks
-	n.heap.Push(&ks.item)
-	n.m.acqAcquired.Inc()
-	n.m.grantLatency.Observe(time.Duration(now - readAt).Seconds())
-	c.out.Reply(wire.Response{Op: wire.OpAcquire, Owner: owner, Token: uint64(tok)})
-	if n.table.Exhausted() {
-		n.log.Error("token counter exhausted: every later acquire fails with token_exhausted", "last_token", uint64(tok))
-		n.failWaiters(wire.ReasonTokenExhausted)
-	}
-	return true
-}
-
-// failWaiters answers every live waiter E reason and empties every queue: no waiter can be
-// granted any more (the node drains, or the token counter is exhausted).
-func (n *Node) failWaiters(reason wire.Reason) {
-	for _, ks := range n.keys {
-		if ks.q == nil {
-			continue
-		}
-		for _, w := range ks.q.ws[ks.q.head:] {
-			if w.done {
-				continue
-			}
-			n.retire(w, false) // the whole queue is dropped below
-			if reason == wire.ReasonUnavailable {
-				n.m.acqUnavailable.Inc()
-			} else {
-				n.m.acqExhausted.Inc()
-			}
-			n.m.FrameError(reason)
-			if !w.c.gone {
-				w.c.out.Reply(wire.Response{Op: wire.OpError, Owner: w.owner, Reason: reason})
-			}
-		}
-		ks.q = nil
-	}
-}
-
-// expire frees ks because its lease ran out, then hands the key to its next waiter.
-func (n *Node) expire(ks *keyState, now int64) {
-	n.heap.Remove(&ks.item)
-	if !n.table.Expire(ks.item.Key, fsm.Token(ks.item.Token)) {
-		// The heap and the table disagree: a bug. Keep the table's word.
-		n.log.Error("expiry found the key held by another token", "key", ks.item.Key, "token", ks.item.Token)
-		return
-	}
-	n.m.expired.Inc()
-	n.freed(ks, now)
-}
-
-// freed runs after ks's holder is gone: the next live waiter is granted at once, in FIFO
-// order; without one the key's state is dropped.
-func (n *Node) freed(ks *keyState, now int64) {
-	key := ks.item.Key
-	for ks.q != nil {
-		w := ks.q.pop()
-		if w == nil {
-			ks.q = nil
-			break
-		}
-		if w.done {
-			continue
-		}
-		n.retire(w, false)
-		if n.grant(w.c, w.owner, []byte(key), w.lease, now, w.readAt, ks) {
-			if ks.q.empty() {
-				ks.q = nil
-			}
-			return
-		}
-	}
-	delete(n.keys, key)
-}
-
-// retire takes a live waiter out of the counts (it is being granted, timed out, cancelled
-// or answered unavailable). queued says it still sits in its key's queue, where its slot is
-// then skipped later.
-func (n *Node) retire(w *waiter, queued bool) {
-	w.done = true
-	if w.stop != nil {
-		w.stop()
-	}
-	n.waiters--
-	n.pending--
-	delete(w.c.waiting, w)
-	if q := w.ks.q; queued && q != nil {
-		q.dead++
-		q.compact()
-	}
-}
-
-func (n *Node) waitTimedOut(w *waiter) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if w.done {
-		return // granted or cancelled while the timer fired
-	}
-	n.retire(w, true)
-	n.m.acqTimeout.Inc()
-	if !w.c.gone {
-		w.c.out.Reply(wire.Response{Op: wire.OpTimeout, Owner: w.owner})
-	}
+	return n.leading
 }
 
 func (n *Node) busy(c *Conn, owner uint64, gate prometheus.Counter) {
 	gate.Inc()
 	n.m.acqBusy.Inc()
 	c.out.Reply(wire.Response{Op: wire.OpBusy, Owner: owner})
+}
+
+func (n *Node) fail(c *Conn, owner uint64, reason wire.Reason) {
+	n.m.FrameError(reason)
+	switch reason {
+	case wire.ReasonUnavailable:
+		n.m.acqUnavailable.Inc()
+	case wire.ReasonTokenExhausted:
+		n.m.acqExhausted.Inc()
+	}
+	if !c.gone {
+		c.out.Reply(wire.Response{Op: wire.OpError, Owner: owner, Reason: reason})
+	}
 }
 
 // Drain stops granting: every waiter is answered E unavailable (it was never granted, so a
@@ -349,46 +175,21 @@ func (n *Node) Drain() {
 	n.failWaiters(wire.ReasonUnavailable)
 }
 
-// Run drives the single-mode expiry sweep every expiry.SweepInterval until Close.
-func (n *Node) Run() {
-	defer close(n.swept)
-	t := time.NewTicker(expiry.SweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-t.C:
-			n.Sweep()
+// failWaiters answers every live waiter that is not proposed E reason: no waiter can be
+// granted here any more (the node drains, stops leading, or the counter is exhausted).
+func (n *Node) failWaiters(reason wire.Reason) {
+	for _, ks := range n.keys {
+		if ks.q == nil {
+			continue
 		}
-	}
-}
-
-// Sweep frees every lease that has run out and grants each freed key's next waiter. It
-// holds the mutex for at most expiry.SweepChunk expiries at a time.
-func (n *Node) Sweep() (freed int) {
-	for {
-		n.mu.Lock()
-		now := n.mono(n.clock.Now())
-		_, more := expiry.PopDue(&n.heap, now, expiry.SweepChunk, func(it *expiry.Item) {
-			ks := n.keys[it.Key]
-			if ks == nil || &ks.item != it || !n.table.Expire(it.Key, fsm.Token(it.Token)) {
-				return // stale: the token no longer holds the key
+		for _, w := range ks.q.ws[ks.q.head:] {
+			if w.done || w.proposed {
+				continue
 			}
-			freed++
-			n.m.expired.Inc()
-			n.freed(ks, now)
-		})
-		n.mu.Unlock()
-		if !more {
-			return freed
+			n.retire(w, true)
+			n.fail(w.c, w.owner, reason)
 		}
 	}
-}
-
-// Close stops the sweep started by Run (if any). It does not drain; call Drain first.
-func (n *Node) Close() {
-	n.stopOnce.Do(func() { close(n.stop) })
 }
 
 // Stats is a consistent snapshot of the node's gauges.
@@ -398,12 +199,13 @@ type Stats struct {
 	PendingGate, KeysGate  bool // closed?
 	WaitersGate            bool
 	Draining               bool
+	Leading                bool
 }
 
 // observeGates re-evaluates every gate against its gauge. The caller holds n.mu.
 func (n *Node) observeGates() {
 	n.gates[gatePending].Admit(n.pending)
-	n.gates[gateKeys].Admit(n.table.Len())
+	n.gates[gateKeys].Admit(len(n.keys))
 	n.gates[gateWaiters].Admit(n.waiters)
 }
 
@@ -413,14 +215,15 @@ func (n *Node) Stats() Stats {
 	defer n.mu.Unlock()
 	n.observeGates()
 	return Stats{
-		Keys:        n.table.Len(),
+		Keys:        len(n.keys),
 		Waiters:     n.waiters,
 		Pending:     n.pending,
-		LastToken:   uint64(n.table.LastToken()),
+		LastToken:   uint64(n.last),
 		PendingGate: n.gates[gatePending].Closed(),
 		KeysGate:    n.gates[gateKeys].Closed(),
 		WaitersGate: n.gates[gateWaiters].Closed(),
 		Draining:    n.draining,
+		Leading:     n.leading,
 	}
 }
 
@@ -435,15 +238,13 @@ func (n *Node) registerGauges() {
 		return 0
 	}
 	n.m.Registry.MustRegister(
-		gauge("latch_keys", "Keys held in the lock table.", func(s Stats) float64 { return float64(s.Keys) }),
+		gauge("latch_keys", "Keys held in the lock table (as seen by the node that decides).", func(s Stats) float64 { return float64(s.Keys) }),
 		gauge("latch_waiters", "Acquires queued behind a holder.", func(s Stats) float64 { return float64(s.Waiters) }),
 		gauge("latch_pending_acquires", "Acquires received and not yet answered, waiters included.", func(s Stats) float64 { return float64(s.Pending) }),
 		gauge("latch_last_token", "The last fencing token issued (the token floor before any grant).", func(s Stats) float64 { return float64(s.LastToken) }),
 		gauge("latch_admission_pending_closed", "1 while the pending-acquires gate refuses acquires.", func(s Stats) float64 { return b(s.PendingGate) }),
 		gauge("latch_admission_keys_closed", "1 while the keys gate refuses acquires of new keys.", func(s Stats) float64 { return b(s.KeysGate) }),
 		gauge("latch_admission_waiters_closed", "1 while the waiters gate refuses acquires that would wait.", func(s Stats) float64 { return b(s.WaitersGate) }),
+		gauge("latch_leading", "1 while this node decides requests (single mode: always).", func(s Stats) float64 { return b(s.Leading) }),
 	)
 }
-
-// Now reads the node's clock; sessions stamp the time a frame was read with it.
-func (n *Node) Now() time.Time { return n.clock.Now() }

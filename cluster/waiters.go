@@ -3,13 +3,15 @@ package cluster
 // waiter is one acquire queued behind a key's holder. Its fields are guarded by the node's
 // mutex; done is set once, when it is granted, times out, is cancelled or is drained.
 type waiter struct {
-	c      *Conn
-	owner  uint64
-	lease  uint16
-	readAt int64 // when its frame was read (node clock): wait and grant latency count from here
-	ks     *keyState
-	stop   func() bool // stops its wait timer
-	done   bool
+	c        *Conn
+	owner    uint64
+	lease    uint16
+	readAt   int64 // when its frame was read (node clock): wait and grant latency count from here
+	deadline int64 // readAt + wait
+	ks       *keyState
+	stop     func() bool // stops its wait timer
+	done     bool
+	proposed bool // its acquire is in the log (cluster mode): the entry decides, not the timer
 }
 
 // queue is the FIFO of waiters of one key. Finished waiters stay in place until they reach
@@ -21,6 +23,18 @@ type queue struct {
 }
 
 func (q *queue) push(w *waiter) { q.ws = append(q.ws, w) }
+
+// pushFront puts a waiter back at the head (its turn came, but the key was not free).
+func (q *queue) pushFront(w *waiter) {
+	if q.head > 0 {
+		q.head--
+		q.ws[q.head] = w
+		return
+	}
+	q.ws = append(q.ws, nil)
+	copy(q.ws[1:], q.ws)
+	q.ws[0] = w
+}
 
 // pop returns the next waiter, finished or not, or nil when the queue is empty.
 func (q *queue) pop() *waiter {

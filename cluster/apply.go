@@ -1,0 +1,36 @@
+package cluster
+
+import (
+	"errors"
+
+	"github.com/latchd/latch/fsm"
+)
+
+// Proposer applies lock-table commands through the replicated log (cluster mode). The node
+// declares it; cmd/latch wires the Raft proposer in.
+type Proposer interface {
+	// Submit proposes cmd. done is called exactly once, never from inside Submit, and the
+	// done calls of all commands come from one goroutine in log order: with the command's
+	// result, or with an error that wraps ErrNotApplied or ErrMaybeApplied. Submit may keep
+	// cmd.Key.
+	Submit(cmd fsm.Command, done func(fsm.Result, error))
+}
+
+// StateReader reads the applied lock table (the Raft FSM) between applies.
+type StateReader interface {
+	Read(fn func(*fsm.Table))
+}
+
+// Replicated makes a node run in cluster mode. Its commands go through Propose and it starts
+// as a follower: it decides nothing until Lead.
+type Replicated struct {
+	Propose Proposer
+	State   StateReader
+}
+
+// Errors a Proposer reports. The node maps them to wire reasons: not applied is
+// `unavailable` (the client may retry elsewhere), maybe applied is `indeterminate`.
+var (
+	ErrNotApplied   = errors.New("cluster: the command was definitely not applied")
+	ErrMaybeApplied = errors.New("cluster: the command may or may not have been applied")
+)

@@ -1,0 +1,98 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/latchd/latch/expiry"
+	"github.com/latchd/latch/fsm"
+)
+
+// retryExpire is how long an expiry that could not be proposed waits before it is tried
+// again (the lease stays over; the lock is only freed later, never earlier).
+const retryExpire = time.Second
+
+// Run drives the expiry sweep every expiry.SweepInterval until Close.
+func (n *Node) Run() {
+	defer close(n.swept)
+	t := time.NewTicker(expiry.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			n.Sweep()
+		}
+	}
+}
+
+// Sweep frees (single mode) or proposes to free (cluster mode, on the leader) every lease
+// that has run out, and lines up each freed key's next waiter. It holds the mutex for at most
+// expiry.SweepChunk expiries at a time. It returns how many leases it expired or proposed.
+func (n *Node) Sweep() (expired int) {
+	for {
+		n.mu.Lock()
+		now := n.mono(n.clock.Now())
+		_, more := expiry.PopDue(&n.heap, now, expiry.SweepChunk, func(it *expiry.Item) {
+			ks := n.keys[it.Key]
+			if ks == nil || &ks.item != it || ks.freeing {
+				return // stale: not the key's current holder any more
+			}
+			expired++
+			n.expire(ks, now)
+		})
+		n.mu.Unlock()
+		if !more {
+			return expired
+		}
+	}
+}
+
+// Close stops the sweep started by Run (if any). It does not drain; call Drain first.
+func (n *Node) Close() {
+	n.stopOnce.Do(func() { close(n.stop) })
+}
+
+// expire frees ks because its lease ran out: an Expire command for exactly the current
+// holder's token, which frees the key only if that token still holds it.
+func (n *Node) expire(ks *keyState, now int64) {
+	n.heap.Remove(&ks.item)
+	ks.freeing = true
+	tok, epoch := fsm.Token(ks.item.Token), n.epoch
+	if n.local != nil {
+		r := fsm.Result{Kind: fsm.Stale}
+		if n.local.Expire(ks.item.Key, tok) {
+			r.Kind = fsm.Expired
+		}
+		n.expired(ks.item.Key, tok, epoch, r, nil, now)
+		return
+	}
+	cmd := fsm.Command{Kind: fsm.CmdExpire, Key: []byte(ks.item.Key), Token: tok}
+	n.rep.Propose.Submit(cmd, func(r fsm.Result, err error) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.expired(string(cmd.Key), tok, epoch, r, err, n.mono(n.clock.Now()))
+	})
+	n.handoff(ks, now)
+}
+
+func (n *Node) expired(key string, tok fsm.Token, epoch uint64, r fsm.Result, err error, now int64) {
+	ks := n.keys[key]
+	mine := ks != nil && epoch == n.epoch && fsm.Token(ks.item.Token) == tok
+	switch {
+	case err != nil:
+		if mine {
+			// Not applied, or not known to be: look again shortly. A lock is never freed
+			// before its lease ended, only later.
+			ks.freeing = false
+			ks.item.Deadline = now + int64(retryExpire)
+			n.heap.Push(&ks.item)
+		}
+	case r.Kind == fsm.Expired:
+		n.m.expired.Inc()
+		if mine {
+			n.freed(ks, now)
+		}
+	default: // stale: a release got there first and its result frees the key
+	}
+}

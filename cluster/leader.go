@@ -1,0 +1,56 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/latchd/latch/fsm"
+	"github.com/latchd/latch/wire"
+)
+
+// Lead makes a cluster-mode node decide requests. Call it after the new leader's barrier, so
+// the applied table holds everything the old leader acknowledged. The view is rebuilt from
+// that table with every lease restarted in full: a lease may end later than promised after a
+// failover, never earlier.
+func (n *Node) Lead() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.rep == nil || n.leading {
+		return
+	}
+	n.epoch++
+	n.keys = make(map[string]*keyState)
+	n.heap.Reset()
+	now := n.mono(n.clock.Now())
+	n.rep.State.Read(func(t *fsm.Table) {
+		if lt := t.LastToken(); lt > n.last {
+			n.last = lt
+		}
+		t.Range(func(key string, h fsm.Holder) bool {
+			ks := &keyState{}
+			ks.item.Key, ks.item.Token = key, uint64(h.Token)
+			ks.item.Deadline = now + int64(h.Lease)*int64(time.Second)
+			n.keys[key] = ks
+			n.heap.Push(&ks.item)
+			return true
+		})
+	})
+	n.leading = true
+	n.log.Info("leading: lock view rebuilt, every lease restarted in full", "keys", len(n.keys), "last_token", uint64(n.last))
+}
+
+// Follow stops a cluster-mode node from deciding: waiters that were never proposed are
+// answered E unavailable (a follower that forwarded them may retry them with the new
+// leader); proposed ones get their entry's outcome when it arrives.
+func (n *Node) Follow() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.rep == nil || !n.leading {
+		return
+	}
+	n.leading = false
+	n.epoch++
+	n.failWaiters(wire.ReasonUnavailable)
+	n.keys = make(map[string]*keyState)
+	n.heap.Reset()
+	n.log.Info("following: stopped deciding")
+}

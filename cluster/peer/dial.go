@@ -1,0 +1,97 @@
+package peer
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Dial connects to channel ch of the peer port at addr (host:port) and runs the handshake
+// with cfg: TLS if cfg.ClientTLS is set, then the proof with cfg.Secrets[0] if the listener
+// asks for one. The returned connection carries ch's protocol and has no deadline set.
+//
+// The connect and the handshake together end by ctx's deadline or cfg.HandshakeTimeout,
+// whichever is sooner; cancelling ctx aborts them. Errors wrap ErrRejected, ErrServerProof,
+// ErrSecretRequired, ErrNoSecretOffered, ErrNotPeerPort or ErrUnknownChannel when one of
+// those is the reason.
+func Dial(ctx context.Context, addr string, ch byte, cfg Config) (net.Conn, error) {
+	if !knownChannel(ch) {
+		return nil, fmt.Errorf("peer: dial %s: channel %s: %w", addr, channelName(ch), ErrUnknownChannel)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
+	defer cancel()
+
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("peer: dial %s: %w", addr, err)
+	}
+	conn, err := clientHandshake(ctx, raw, addr, ch, cfg)
+	if err != nil {
+		_ = raw.Close()
+		return nil, fmt.Errorf("peer: %s channel of %s: %w", channelName(ch), addr, err)
+	}
+	return conn, nil
+}
+
+// clientHandshake runs TLS (if configured) and the dialer's side of the handshake on raw,
+// bounded by ctx. On error the caller closes raw.
+func clientHandshake(ctx context.Context, raw net.Conn, addr string, ch byte, cfg Config) (net.Conn, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = raw.SetDeadline(dl)
+	}
+	// Cancelling ctx unblocks any read or write in progress.
+	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	conn := raw
+	if cfg.ClientTLS != nil {
+		tc := tls.Client(raw, clientTLS(cfg.ClientTLS, addr))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return nil, deadlineErr(ctx, fmt.Errorf("TLS handshake: %w", err))
+		}
+		conn = tc
+	}
+	if err := dialHandshake(conn, cfg.Secrets, ch); err != nil {
+		return nil, deadlineErr(ctx, err)
+	}
+	if !stop() {
+		return nil, ctx.Err()
+	}
+	_ = raw.SetDeadline(time.Time{})
+	return conn, nil
+}
+
+// deadlineErr makes err, an error of I/O bounded by ctx, wrap ctx's error when ctx is the
+// reason: cancelled, or past its deadline (the connection's deadline may fire first).
+func deadlineErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	var ne net.Error
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) && errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
+	}
+	return err
+}
+
+// clientTLS returns c, or a copy whose ServerName is addr's host when c names none, so the
+// listener's certificate is checked against the address dialled.
+func clientTLS(c *tls.Config, addr string) *tls.Config {
+	if c.ServerName != "" {
+		return c
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return c
+	}
+	c = c.Clone()
+	c.ServerName = host
+	return c
+}

@@ -1,0 +1,301 @@
+package peer
+
+// Tests of the peer port over real TCP on 127.0.0.1. Bounds ("within X") carry generous slack
+// because the machines these run on are shared and noisy; nothing here sleeps to let time
+// pass except where a deadline is the thing under test.
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// Secrets of at least wire.MinSecretLen bytes.
+var (
+	secretOld   = []byte("latch-peer-test-secret-old-0123456789abcdef")
+	secretNew   = []byte("latch-peer-test-secret-new-fedcba9876543210")
+	secretWrong = []byte("latch-peer-test-secret-wrong-000000000000000")
+)
+
+// slack bounds every wait for something that should happen at once.
+const slack = 5 * time.Second
+
+// testLogger sends hclog output to t.Log.
+func testLogger(t *testing.T) hclog.Logger {
+	t.Helper()
+	return hclog.New(&hclog.LoggerOptions{Name: "peer", Level: hclog.Debug, Output: tWriter{t}})
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// testConfig is DefaultConfig with secrets, a test logger and a short handshake timeout.
+func testConfig(t *testing.T, secrets ...[]byte) Config {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Secrets = secrets
+	cfg.Logger = testLogger(t)
+	cfg.HandshakeTimeout = 2 * time.Second
+	return cfg
+}
+
+// listen starts a Mux on 127.0.0.1 and closes it when the test ends.
+func listen(t *testing.T, cfg Config) *Mux {
+	t.Helper()
+	m, err := Listen("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// dial dials channel ch of m with cfg and fails the test on error.
+func dial(t *testing.T, addr string, ch byte, cfg Config) net.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), slack)
+	defer cancel()
+	c, err := Dial(ctx, addr, ch, cfg)
+	if err != nil {
+		t.Fatalf("Dial %s: %v", channelName(ch), err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// dialErr dials and returns the error, closing a connection that should not have been made.
+func dialErr(t *testing.T, addr string, ch byte, cfg Config) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), slack)
+	defer cancel()
+	c, err := Dial(ctx, addr, ch, cfg)
+	if err == nil {
+		_ = c.Close()
+	}
+	return err
+}
+
+// accept returns the next connection of l, failing the test if none comes within slack.
+func accept(t *testing.T, l net.Listener) net.Conn {
+	t.Helper()
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := l.Accept()
+		done <- result{c, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("Accept: %v", r.err)
+		}
+		t.Cleanup(func() { _ = r.c.Close() })
+		return r.c
+	case <-time.After(slack):
+		_ = l.Close() // ends the goroutine
+		t.Fatalf("Accept: nothing within %v", slack)
+		return nil
+	}
+}
+
+// eventually polls cond until it holds, failing the test after slack.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(slack)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", slack, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// settled waits until m has no connection in the handshake, so its counters are final.
+func settled(t *testing.T, m *Mux) Stats {
+	t.Helper()
+	eventually(t, "no connection in the handshake", func() bool { return m.Stats().Handshaking == 0 })
+	return m.Stats()
+}
+
+// queued is how many authenticated connections wait for Accept on channel ch.
+func queued(m *Mux, ch byte) int { return len(m.lns[ch].q) }
+
+// rawDial opens a plain TCP connection that speaks no handshake by itself.
+func rawDial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, slack)
+	if err != nil {
+		t.Fatalf("raw dial: %v", err)
+	}
+	_ = c.SetDeadline(time.Now().Add(2 * slack))
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// readHello reads a listener's hello from c and returns it.
+func readHello(t *testing.T, c net.Conn) [helloSize]byte {
+	t.Helper()
+	var h [helloSize]byte
+	if _, err := io.ReadFull(c, h[:]); err != nil {
+		t.Fatalf("reading hello: %v", err)
+	}
+	if h[0] != helloMagic || h[1] != helloVersion {
+		t.Fatalf("hello % x: not a peer hello", h[:3])
+	}
+	return h
+}
+
+// expectClosed reads c until it ends and fails the test if c yields data or stays open.
+func expectClosed(t *testing.T, c net.Conn, within time.Duration) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(within))
+	var b [64]byte
+	n, err := c.Read(b[:])
+	if n > 0 {
+		t.Fatalf("read % x, want the connection closed", b[:n])
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("connection still open after %v", within)
+	}
+	if err == nil {
+		t.Fatal("read returned nothing and no error")
+	}
+}
+
+// fakeListener accepts one connection at a time on 127.0.0.1 and runs serve on it in the
+// test's goroutine budget; it stands in for a listener that is not a real Mux.
+func fakeListener(t *testing.T, serve func(c net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.SetDeadline(time.Now().Add(2 * slack))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { _ = c.Close() }()
+				serve(c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// testCA is a certificate authority made for one test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+var serial struct {
+	sync.Mutex
+	n int64
+}
+
+func nextSerial() *big.Int {
+	serial.Lock()
+	defer serial.Unlock()
+	serial.n++
+	return big.NewInt(serial.n)
+}
+
+func newCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          nextSerial(),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool}
+}
+
+// node issues a certificate for 127.0.0.1 usable as both server and client.
+func (ca *testCA) node(t *testing.T, name string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: nextSerial(),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// tlsConfig is testConfig with mutual TLS from ca for a node called name.
+func (ca *testCA) config(t *testing.T, name string, secrets ...[]byte) Config {
+	t.Helper()
+	cfg := testConfig(t, secrets...)
+	cfg.TLS, cfg.ClientTLS = MutualTLS(ca.node(t, name), ca.pool)
+	return cfg
+}

@@ -1,0 +1,342 @@
+package peer
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// channelBacklog is how many authenticated connections wait for their channel's Accept. A
+// connection that finds the backlog full waits until its handshake deadline, then is closed.
+const channelBacklog = 16
+
+// Accept loop backoff after an accept error other than a closed listener (e.g. EMFILE).
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
+
+// Mux is a node's peer port: it accepts TCP connections, authenticates each one in its own
+// goroutine and hands it to the Listener of the channel it asked for.
+//
+// All methods may be called from any goroutine.
+type Mux struct {
+	cfg  Config
+	log  hclog.Logger
+	ln   net.Listener
+	lns  map[byte]*listener // one per channel; fixed by Listen
+	sem  chan struct{}      // a slot per connection between accept and hand-off
+	ctx  context.Context    // cancelled by Close; closes connections still in the handshake
+	stop context.CancelFunc
+	wg   sync.WaitGroup // the accept loop and every handshake goroutine
+
+	closeOnce sync.Once
+	closeErr  error
+
+	accepted, rejected, failed, shed, dropped atomic.Uint64
+	warnLimit                                 logLimit
+}
+
+// Stats counts what the Mux did with the connections it accepted.
+type Stats struct {
+	// Accepted connections were authenticated and handed to their channel.
+	Accepted uint64
+	// Rejected connections completed the exchange but were refused: wrong proof, unknown or
+	// closed channel. They were told with the one-byte reject.
+	Rejected uint64
+	// Failed connections did not complete the handshake: TLS failed, they timed out, closed
+	// or sent too little.
+	Failed uint64
+	// Shed connections arrived while MaxHandshakes were in progress and were closed at once.
+	Shed uint64
+	// Dropped connections were authenticated but their channel did not take them before the
+	// handshake deadline, or its Listener was closed.
+	Dropped uint64
+	// Handshaking is the number of connections between accept and hand-off now.
+	Handshaking int
+}
+
+// Listen listens on addr (host:port; port 0 picks a free one) and serves the peer port with
+// cfg until Close. Connections go to the Listener of their channel; a channel whose Listener
+// is never used fills its backlog and then drops what comes.
+func Listen(addr string, cfg Config) (*Mux, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("peer: listen on %s: %w", addr, err)
+	}
+	m := &Mux{
+		cfg: cfg,
+		log: cfg.logger(),
+		ln:  ln,
+		lns: make(map[byte]*listener, len(channels)),
+		sem: make(chan struct{}, cfg.MaxHandshakes),
+	}
+	m.ctx, m.stop = context.WithCancel(context.Background())
+	for _, ch := range channels {
+		m.lns[ch] = &listener{m: m, ch: ch, q: make(chan net.Conn, channelBacklog), done: make(chan struct{})}
+	}
+	m.wg.Add(1)
+	go m.acceptLoop()
+	return m, nil
+}
+
+// Addr is the address the peer port listens on.
+func (m *Mux) Addr() net.Addr { return m.ln.Addr() }
+
+// Listener returns the listener of channel ch: its Accept returns authenticated connections
+// that asked for ch. Closing it stops ch only (later dials of ch are rejected); Close on the
+// Mux closes all of them. It panics if ch is not one of the Channel constants.
+func (m *Mux) Listener(ch byte) net.Listener {
+	l, ok := m.lns[ch]
+	if !ok {
+		panic(fmt.Sprintf("peer: Listener(%s): %v", channelName(ch), ErrUnknownChannel))
+	}
+	return l
+}
+
+// Dial dials channel ch of the peer port at addr with the Mux's Config.
+func (m *Mux) Dial(ctx context.Context, addr string, ch byte) (net.Conn, error) {
+	return Dial(ctx, addr, ch, m.cfg)
+}
+
+// Stats returns the counters so far.
+func (m *Mux) Stats() Stats {
+	return Stats{
+		Accepted:    m.accepted.Load(),
+		Rejected:    m.rejected.Load(),
+		Failed:      m.failed.Load(),
+		Shed:        m.shed.Load(),
+		Dropped:     m.dropped.Load(),
+		Handshaking: len(m.sem),
+	}
+}
+
+// Close stops accepting, closes every channel's Listener and every connection still in the
+// handshake (and those authenticated but not yet accepted), and waits for the Mux's
+// goroutines to end. Connections already returned by Accept are the caller's and stay
+// open. Close the Raft transport before the Mux, or its accept loop logs errors until it
+// is closed.
+func (m *Mux) Close() error {
+	m.closeOnce.Do(func() {
+		m.stop()
+		m.closeErr = m.ln.Close()
+		for _, l := range m.lns {
+			_ = l.Close()
+		}
+		m.wg.Wait()
+	})
+	return m.closeErr
+}
+
+func (m *Mux) acceptLoop() {
+	defer m.wg.Done()
+	var delay time.Duration
+	for {
+		c, err := m.ln.Accept()
+		if err != nil {
+			if m.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			delay = min(max(2*delay, acceptBackoffMin), acceptBackoffMax)
+			m.log.Error("accept failed; retrying", "error", err, "retry_in", delay)
+			select {
+			case <-m.ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			continue
+		}
+		delay = 0
+		select {
+		case m.sem <- struct{}{}:
+		default:
+			m.shed.Add(1)
+			_ = c.Close()
+			if n, ok := m.warnLimit.allow(); ok {
+				m.log.Warn("too many connections in the handshake; closing new ones", "max_handshakes", m.cfg.MaxHandshakes, "remote", c.RemoteAddr(), "suppressed", n)
+			}
+			continue
+		}
+		m.wg.Add(1)
+		go m.handle(c)
+	}
+}
+
+// handle authenticates one accepted connection and hands it to its channel. It runs in its
+// own goroutine and holds a handshake slot until it returns.
+func (m *Mux) handle(raw net.Conn) {
+	defer m.wg.Done()
+	defer func() { <-m.sem }()
+
+	deadline := time.Now().Add(m.cfg.HandshakeTimeout)
+	ctx, cancel := context.WithDeadline(m.ctx, deadline)
+	defer cancel()
+	// Close aborts the handshake; the deadline ends a peer that is slow or silent.
+	stop := context.AfterFunc(m.ctx, func() { _ = raw.Close() })
+	defer stop()
+	_ = raw.SetDeadline(deadline)
+
+	conn := raw
+	if m.cfg.TLS != nil {
+		tc := tls.Server(raw, m.cfg.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			m.fail(raw, 0, fmt.Errorf("TLS handshake: %w", err))
+			return
+		}
+		conn = tc
+	}
+	ch, err := serveHandshake(conn, m.cfg.Secrets, m.open)
+	if err != nil {
+		m.fail(raw, ch, err)
+		return
+	}
+	if !stop() {
+		return // Close ran and closed raw
+	}
+	_ = raw.SetDeadline(time.Time{})
+	if !m.lns[ch].deliver(conn, deadline) {
+		m.dropped.Add(1)
+		_ = conn.Close()
+		m.log.Warn("authenticated connection not taken by its channel in time; closed", "channel", channelName(ch), "remote", raw.RemoteAddr())
+		return
+	}
+	m.accepted.Add(1)
+	m.log.Debug("connection accepted", "channel", channelName(ch), "remote", raw.RemoteAddr())
+}
+
+// fail counts and logs a connection that did not pass the handshake, and closes it.
+func (m *Mux) fail(raw net.Conn, ch byte, err error) {
+	_ = raw.Close()
+	if m.ctx.Err() != nil {
+		return // closing: not the peer's fault
+	}
+	switch {
+	case errors.Is(err, errBadChannel), errors.Is(err, errClosedChannel), errors.Is(err, errBadProof):
+		m.rejected.Add(1)
+		if n, ok := m.warnLimit.allow(); ok {
+			m.log.Warn("connection rejected", "remote", raw.RemoteAddr(), "channel", channelName(ch), "reason", err, "suppressed", n)
+		}
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		// A port probe, or a peer that gave up: not worth a warning.
+		m.failed.Add(1)
+		m.log.Debug("connection closed during the handshake", "remote", raw.RemoteAddr(), "error", err)
+	default:
+		m.failed.Add(1)
+		if n, ok := m.warnLimit.allow(); ok {
+			m.log.Warn("handshake failed", "remote", raw.RemoteAddr(), "error", err, "suppressed", n)
+		}
+	}
+}
+
+// open reports whether channel ch's Listener still takes connections.
+func (m *Mux) open(ch byte) bool {
+	select {
+	case <-m.lns[ch].done:
+		return false
+	default:
+		return true
+	}
+}
+
+// listener is one channel's net.Listener.
+type listener struct {
+	m    *Mux
+	ch   byte
+	q    chan net.Conn // authenticated, not yet accepted
+	done chan struct{} // closed by Close
+	once sync.Once
+}
+
+// Accept returns the next authenticated connection of this channel, or an error wrapping
+// net.ErrClosed once the listener or the Mux is closed.
+func (l *listener) Accept() (net.Conn, error) {
+	select {
+	case <-l.done:
+		return nil, l.closedErr()
+	default:
+	}
+	select {
+	case c := <-l.q:
+		return c, nil
+	case <-l.done:
+		return nil, l.closedErr()
+	}
+}
+
+func (l *listener) closedErr() error {
+	return &net.OpError{Op: "accept", Net: "tcp", Addr: l.m.Addr(), Err: fmt.Errorf("peer %s channel: %w", channelName(l.ch), net.ErrClosed)}
+}
+
+// Close stops this channel: Accept returns an error, connections waiting for Accept are
+// closed and later dials of the channel are rejected. It does not close the Mux.
+func (l *listener) Close() error {
+	l.once.Do(func() {
+		close(l.done)
+		l.drain()
+	})
+	return nil
+}
+
+// Addr is the peer port's address.
+func (l *listener) Addr() net.Addr { return l.m.Addr() }
+
+// deliver queues c for Accept, waiting at most until deadline for room. It reports whether c
+// was queued; if not, the caller closes c.
+func (l *listener) deliver(c net.Conn, deadline time.Time) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case l.q <- c:
+		select {
+		case <-l.done:
+			l.drain() // Close ran between the two selects and may have missed c
+		default:
+		}
+		return true
+	case <-l.done:
+		return false
+	case <-t.C:
+		return false
+	}
+}
+
+// drain closes every queued connection.
+func (l *listener) drain() {
+	for {
+		select {
+		case c := <-l.q:
+			_ = c.Close()
+		default:
+			return
+		}
+	}
+}
+
+// logLimit lets one warning through per second and counts the ones it holds back, so a flood
+// of bad connections cannot flood the log.
+type logLimit struct {
+	next       atomic.Int64 // unix nanoseconds before which warnings are held back
+	suppressed atomic.Uint64
+}
+
+// allow reports whether to log now and how many warnings were held back since the last one.
+func (l *logLimit) allow() (suppressed uint64, ok bool) {
+	now := time.Now().UnixNano()
+	next := l.next.Load()
+	if now < next || !l.next.CompareAndSwap(next, now+int64(time.Second)) {
+		l.suppressed.Add(1)
+		return 0, false
+	}
+	return l.suppressed.Swap(0), true
+}

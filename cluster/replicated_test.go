@@ -1,0 +1,305 @@
+package cluster
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/fsm"
+	"github.com/latchd/latch/wire"
+)
+
+// fakeLog is a Proposer and StateReader for exact tests of cluster mode: Submit queues, and
+// the test decides when the queued commands are applied (in order, to a real fsm.Table) and
+// their results delivered, or fails them.
+type fakeLog struct {
+	mu      sync.Mutex
+	table   *fsm.Table
+	queued  []proposal
+	applied []fsm.Command
+}
+
+type proposal struct {
+	cmd  fsm.Command
+	done func(fsm.Result, error)
+}
+
+func newFakeLog(t *testing.T) *fakeLog {
+	tb, err := fsm.NewTable(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fakeLog{table: tb}
+}
+
+func (l *fakeLog) Submit(cmd fsm.Command, done func(fsm.Result, error)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.queued = append(l.queued, proposal{cmd, done})
+}
+
+func (l *fakeLog) Read(fn func(*fsm.Table)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fn(l.table)
+}
+
+func (l *fakeLog) take() []proposal {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.queued
+	l.queued = nil
+	return p
+}
+
+// commit applies everything queued so far and delivers the results in order.
+func (l *fakeLog) commit() []fsm.Command {
+	var cmds []fsm.Command
+	for _, p := range l.take() {
+		l.mu.Lock()
+		r := l.table.ApplyCommand(p.cmd)
+		l.applied = append(l.applied, p.cmd)
+		l.mu.Unlock()
+		cmds = append(cmds, p.cmd)
+		p.done(r, nil)
+	}
+	return cmds
+}
+
+// failAll answers everything queued with err, applying nothing.
+func (l *fakeLog) failAll(err error) {
+	for _, p := range l.take() {
+		p.done(fsm.Result{}, err)
+	}
+}
+
+func (l *fakeLog) pending() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queued)
+}
+
+func newReplicated(t *testing.T) (*harness, *fakeLog) {
+	t.Helper()
+	log := newFakeLog(t)
+	h := newHarness(t, func(c *Config) { c.Replicated = &Replicated{Propose: log, State: log} })
+	return h, log
+}
+
+func kinds(cmds []fsm.Command) string {
+	s := ""
+	for _, c := range cmds {
+		s += fmt.Sprintf("%d:%s ", c.Kind, c.Key)
+	}
+	return s
+}
+
+func TestFollowerRefusesUntilLead(t *testing.T) {
+	h, log := newReplicated(t)
+	c, r := h.conn()
+	h.acquire(c, 1, "k", 0, 30)
+	if got := r.one(t); got.Op != wire.OpError || got.Reason != wire.ReasonUnavailable {
+		t.Fatalf("acquire on a follower: %+v", got)
+	}
+	h.n.Release(c, 2, []byte("k"), 1)
+	if got := r.one(t); got.Reason != wire.ReasonUnavailable {
+		t.Fatalf("release on a follower: %+v", got)
+	}
+	if log.pending() != 0 {
+		t.Fatal("a follower proposed something")
+	}
+}
+
+func TestReplicatedGrantAndHandoffInOneCommit(t *testing.T) {
+	h, log := newReplicated(t)
+	h.n.Lead()
+	a, ra := h.conn()
+	b, rb := h.conn()
+	h.acquire(a, 1, "k", 0, 30)
+	ra.none(t) // nothing is answered before the entry is applied
+	log.commit()
+	tok := want(t, ra.one(t), wire.OpAcquire, 1).Token
+
+	h.acquire(b, 2, "k", 60, 30) // held in the view: queued without an entry
+	h.acquire(a, 3, "k", 0, 30)  // wait 0 on a held key: T at once, no entry
+	want(t, ra.one(t), wire.OpTimeout, 3)
+	if log.pending() != 0 {
+		t.Fatalf("%d entries proposed for decisions that change nothing", log.pending())
+	}
+	h.n.Release(a, 4, []byte("k"), tok)
+	cmds := log.commit() // the release and the waiter's acquire go together
+	if len(cmds) != 2 || cmds[0].Kind != fsm.CmdRelease || cmds[1].Kind != fsm.CmdAcquire {
+		t.Fatalf("hand-off entries: %s", kinds(cmds))
+	}
+	want(t, ra.one(t), wire.OpRelease, 4)
+	if got := want(t, rb.one(t), wire.OpAcquire, 2); got.Token <= tok {
+		t.Fatalf("waiter token %d not above %d", got.Token, tok)
+	}
+	if s := h.n.Stats(); s.Waiters != 0 || s.Pending != 0 || s.Keys != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestReplicatedRaceOnAFreeKey(t *testing.T) {
+	h, log := newReplicated(t)
+	h.n.Lead()
+	a, ra := h.conn()
+	b, rb := h.conn()
+	c, rc := h.conn()
+	h.acquire(a, 1, "k", 0, 30)
+	h.acquire(b, 2, "k", 0, 30)  // the view still shows k free: proposed too
+	h.acquire(c, 3, "k", 60, 30) // likewise, and it may wait
+	log.commit()
+	tok := want(t, ra.one(t), wire.OpAcquire, 1).Token
+	want(t, rb.one(t), wire.OpTimeout, 2) // held when applied, wait 0
+	rc.none(t)                            // held when applied: queued
+	if s := h.n.Stats(); s.Waiters != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	h.n.Release(a, 4, []byte("k"), tok)
+	log.commit()
+	want(t, ra.one(t), wire.OpRelease, 4)
+	want(t, rc.one(t), wire.OpAcquire, 3)
+}
+
+func TestReplicatedOutcomes(t *testing.T) {
+	h, log := newReplicated(t)
+	h.n.Lead()
+	a, ra := h.conn()
+	h.acquire(a, 1, "k", 0, 30)
+	log.failAll(ErrNotApplied)
+	if got := ra.one(t); got.Reason != wire.ReasonUnavailable {
+		t.Fatalf("not applied: %+v", got)
+	}
+	h.acquire(a, 2, "k", 0, 30)
+	log.failAll(ErrMaybeApplied)
+	if got := ra.one(t); got.Reason != wire.ReasonIndeterminate {
+		t.Fatalf("maybe applied: %+v", got)
+	}
+	if s := h.n.Stats(); s.Pending != 0 {
+		t.Fatalf("pending %d after failed proposals", s.Pending)
+	}
+}
+
+func TestReplicatedViewHealsAMissedGrant(t *testing.T) {
+	h, log := newReplicated(t)
+	h.n.Lead()
+	// A grant applied behind the view's back (its result was lost as maybe-applied).
+	log.Read(func(t *fsm.Table) { t.ApplyCommand(fsm.Command{Kind: fsm.CmdAcquire, Key: []byte("k"), Lease: 5}) })
+	a, ra := h.conn()
+	h.acquire(a, 1, "k", 0, 30)
+	log.commit()
+	want(t, ra.one(t), wire.OpTimeout, 1)
+	// The view adopted the holder with its lease restarted in full: it expires, never earlier.
+	h.clock.Advance(4 * time.Second)
+	if n := h.n.Sweep(); n != 0 {
+		t.Fatalf("swept %d before the adopted lease ended", n)
+	}
+	h.clock.Advance(time.Second)
+	if n := h.n.Sweep(); n != 1 {
+		t.Fatalf("swept %d at the adopted lease end, want 1", n)
+	}
+	cmds := log.commit()
+	if len(cmds) != 1 || cmds[0].Kind != fsm.CmdExpire {
+		t.Fatalf("expiry entries: %s", kinds(cmds))
+	}
+	h.acquire(a, 2, "k", 0, 30)
+	log.commit()
+	want(t, ra.one(t), wire.OpAcquire, 2)
+}
+
+func TestReplicatedExpiryHandsOffAndRacesRelease(t *testing.T) {
+	h, log := newReplicated(t)
+	h.n.Lead()
+	a, ra := h.conn()
+	b, rb := h.conn()
+	h.acquire(a, 1, "k", 0, 2)
+	log.commit()
+	tok := ra.one(t).Token
+	h.acquire(b, 2, "k", 60, 30)
+	h.clock.Advance(2 * time.Second)
+	h.n.Sweep()                         // proposes expire k tok, and b's acquire behind it
+	h.n.Release(a, 3, []byte("k"), tok) // the holder's release races the expiry
+	cmds := log.commit()
+	if len(cmds) != 2 || cmds[0].Kind != fsm.CmdExpire || cmds[1].Kind != fsm.CmdAcquire {
+		t.Fatalf("entries %s: a release of a key being freed must not be proposed again", kinds(cmds))
+	}
+	want(t, ra.one(t), wire.OpNotHeld, 3) // the lease ran out first
+	want(t, rb.one(t), wire.OpAcquire, 2)
+}
+
+func TestLeadRestartsLeasesInFull(t *testing.T) {
+	h, log := newReplicated(t)
+	log.Read(func(t *fsm.Table) {
+		t.ApplyCommand(fsm.Command{Kind: fsm.CmdAcquire, Key: []byte("a"), Lease: 10})
+		t.ApplyCommand(fsm.Command{Kind: fsm.CmdAcquire, Key: []byte("b"), Lease: 20})
+	})
+	h.clock.Advance(time.Hour) // however long ago they were granted
+	h.n.Lead()
+	if s := h.n.Stats(); s.Keys != 2 || s.LastToken != 2 || !s.Leading {
+		t.Fatalf("stats after Lead %+v", s)
+	}
+	h.clock.Advance(9 * time.Second)
+	if n := h.n.Sweep(); n != 0 {
+		t.Fatalf("swept %d: a lease ended before its full length after the failover", n)
+	}
+	h.clock.Advance(time.Second)
+	if n := h.n.Sweep(); n != 1 {
+		t.Fatalf("swept %d at a's full lease, want 1", n)
+	}
+	c, r := h.conn()
+	h.acquire(c, 1, "b", 0, 30)
+	want(t, r.one(t), wire.OpTimeout, 1)
+}
+
+func TestFollowAnswersUnproposedWaitersAndSettlesProposedOnes(t *testing.T) {
+	h, log := newReplicated(t)
+	h.n.Lead()
+	a, ra := h.conn()
+	b, rb := h.conn()
+	c, rc := h.conn()
+	h.acquire(a, 1, "k", 0, 30)
+	log.commit()
+	tok := ra.one(t).Token
+	h.acquire(b, 2, "k", 60, 30)
+	h.acquire(c, 3, "k", 60, 30)
+	h.n.Release(a, 4, []byte("k"), tok) // b's acquire is proposed behind the release
+	h.n.Follow()
+	if got := rc.one(t); got.Op != wire.OpError || got.Owner != 3 || got.Reason != wire.ReasonUnavailable {
+		t.Fatalf("unproposed waiter on step-down: %+v", got)
+	}
+	rb.none(t) // proposed: its entry decides
+	log.failAll(ErrMaybeApplied)
+	if got := rb.one(t); got.Reason != wire.ReasonIndeterminate {
+		t.Fatalf("proposed waiter after step-down: %+v", got)
+	}
+	if got := ra.one(t); got.Reason != wire.ReasonIndeterminate {
+		t.Fatalf("release in flight at step-down: %+v", got)
+	}
+	if s := h.n.Stats(); s.Waiters != 0 || s.Pending != 0 || s.Leading {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestGrantToAClosedConnectionIsReleased(t *testing.T) {
+	h, log := newReplicated(t)
+	h.n.Lead()
+	a, ra := h.conn()
+	b, rb := h.conn()
+	h.acquire(a, 1, "k", 0, 30)
+	log.commit()
+	tok := ra.one(t).Token
+	h.acquire(b, 2, "k", 60, 30)
+	h.n.Release(a, 3, []byte("k"), tok) // b's acquire is proposed
+	h.n.Detach(b)                       // b goes away before the entry is applied
+	log.commit()
+	rb.none(t)
+	cmds := log.commit() // the node gives b's grant back at once
+	if len(cmds) != 1 || cmds[0].Kind != fsm.CmdRelease {
+		t.Fatalf("compensation entries: %s", kinds(cmds))
+	}
+	if s := h.n.Stats(); s.Keys != 0 || s.Waiters != 0 || s.Pending != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
