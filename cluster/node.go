@@ -214,11 +214,16 @@ func (n *Node) Stats() Stats {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.observeGates()
+	keys, last := len(n.keys), n.last
+	if n.rep != nil && !n.leading {
+		// A follower has no view: report the replicated table it applies.
+		n.rep.State.Read(func(t *fsm.Table) { keys, last = t.Len(), t.LastToken() })
+	}
 	return Stats{
-		Keys:        len(n.keys),
+		Keys:        keys,
 		Waiters:     n.waiters,
 		Pending:     n.pending,
-		LastToken:   uint64(n.last),
+		LastToken:   uint64(last),
 		PendingGate: n.gates[gatePending].Closed(),
 		KeysGate:    n.gates[gateKeys].Closed(),
 		WaitersGate: n.gates[gateWaiters].Closed(),

@@ -303,3 +303,14 @@ func TestGrantToAClosedConnectionIsReleased(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+func TestFollowerStatsComeFromTheReplicatedTable(t *testing.T) {
+	h, log := newReplicated(t)
+	log.Read(func(t *fsm.Table) {
+		t.ApplyCommand(fsm.Command{Kind: fsm.CmdAcquire, Key: []byte("a"), Lease: 10})
+		t.ApplyCommand(fsm.Command{Kind: fsm.CmdAcquire, Key: []byte("b"), Lease: 10})
+	})
+	if s := h.n.Stats(); s.Keys != 2 || s.LastToken != 2 || s.Leading {
+		t.Fatalf("follower stats %+v: want the replicated table's 2 keys and last token 2", s)
+	}
+}

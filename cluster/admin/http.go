@@ -12,6 +12,11 @@ import (
 type Options struct {
 	// Pprof serves Go's profiler under /debug/pprof/ (off by default: it exposes internals).
 	Pprof bool
+	// Status, if set, is served as JSON at GET /v1/status.
+	Status func() any
+	// Cluster, if set, serves membership at /v1/peers; changes are checked by Verifier.
+	Cluster  Cluster
+	Verifier *Verifier
 }
 
 // Handler returns the HTTP handler of a node. ready reports why the node cannot take
@@ -38,5 +43,15 @@ func Handler(reg *prometheus.Registry, ready func() error, o Options) http.Handl
 		w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if o.Status != nil {
+		mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, o.Status()) })
+	}
+	if o.Cluster != nil {
+		v := o.Verifier
+		if v == nil {
+			v = NewVerifier(nil, nil)
+		}
+		membership(mux, o.Cluster, v)
+	}
 	return mux
 }

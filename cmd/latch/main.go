@@ -33,6 +33,8 @@ func newApp() *cli.App {
 			runCommand(),
 			pingCommand(),
 			benchCommand(),
+			statusCommand(),
+			peersCommand(),
 			versionCommand(),
 		},
 		HideVersion: false,

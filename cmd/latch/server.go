@@ -26,7 +26,7 @@ func env(name string) []string { return []string{"LATCH_" + name} }
 
 func serverCommand() *cli.Command {
 	def := cluster.DefaultConfig()
-	return &cli.Command{
+	cmd := &cli.Command{
 		Name:  "server",
 		Usage: "run a latch server",
 		Description: "Serves the latch protocol on --listen and health, readiness and Prometheus metrics on --http.\n" +
@@ -34,7 +34,7 @@ func serverCommand() *cli.Command {
 			"restart with --token-floor above the last token you saw to keep them rising across restarts.\n" +
 			"Every flag can also be set with the LATCH_* environment variable named in its help.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "mode", Value: "single", Usage: "single (in memory, one process)", EnvVars: env("MODE")},
+			&cli.StringFlag{Name: "mode", Value: "single", Usage: "single (in memory, one process) or cluster (Raft, three or five nodes)", EnvVars: env("MODE")},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:7400", Usage: "client `ADDR` (host:port)", EnvVars: env("LISTEN")},
 			&cli.StringFlag{Name: "http", Value: "127.0.0.1:7402", Usage: "health and metrics `ADDR` (host:port)", EnvVars: env("HTTP")},
 			&cli.StringFlag{Name: "secret-file", Usage: "`FILE` of accepted secrets, one per line (at least 32 bytes each); clients must prove one", EnvVars: env("SECRET_FILE")},
@@ -50,6 +50,8 @@ func serverCommand() *cli.Command {
 		},
 		Action: runServer,
 	}
+	cmd.Flags = append(cmd.Flags, clusterFlags()...)
+	return cmd
 }
 
 func runServer(c *cli.Context) error {
@@ -60,8 +62,9 @@ func runServer(c *cli.Context) error {
 	if c.Args().Present() {
 		return fmt.Errorf("server takes no arguments, got %q: flags go before arguments", c.Args().Slice())
 	}
-	if m := c.String("mode"); m != "single" {
-		return fmt.Errorf("--mode %q: this build serves single mode only", m)
+	mode := c.String("mode")
+	if mode != "single" && mode != "cluster" {
+		return fmt.Errorf("--mode %q: use single or cluster", mode)
 	}
 	var secrets [][]byte
 	if f := c.String("secret-file"); f != "" {
@@ -90,9 +93,20 @@ func runServer(c *cli.Context) error {
 		Logger:     log.Named("node"),
 		Metrics:    metrics,
 	}
+	var late *lateRaft
+	if mode == "cluster" {
+		late = &lateRaft{}
+		nodeCfg.Replicated = &cluster.Replicated{Propose: late, State: late}
+	}
 	node, err := cluster.NewNode(nodeCfg)
 	if err != nil {
 		return err
+	}
+	var parts *clusterParts
+	if mode == "cluster" {
+		if parts, err = startCluster(c, log, secrets, node, late, nodeCfg.TokenFloor); err != nil {
+			return err
+		}
 	}
 	srv, err := server.New(server.Config{
 		Secrets:  secrets,
@@ -117,9 +131,18 @@ func runServer(c *cli.Context) error {
 		if node.Stats().Draining {
 			return errors.New("shutting down")
 		}
+		if parts != nil {
+			return parts.raft.Ready()
+		}
 		return nil
 	}
-	hs := &http.Server{Handler: admin.Handler(metrics.Registry, ready, admin.Options{Pprof: c.Bool("pprof")}), ReadHeaderTimeout: 5 * time.Second}
+	opts := admin.Options{Pprof: c.Bool("pprof"), Status: func() any { return map[string]any{"mode": mode, "node": node.Stats()} }}
+	if parts != nil {
+		opts.Status = func() any { return map[string]any{"mode": mode, "node": node.Stats(), "raft": parts.raft.Status()} }
+		opts.Cluster = membership{r: parts.raft, mux: parts.mux, forward: true}
+		opts.Verifier = admin.NewVerifier(secrets, nil)
+	}
+	hs := &http.Server{Handler: admin.Handler(metrics.Registry, ready, opts), ReadHeaderTimeout: 5 * time.Second}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -127,7 +150,7 @@ func runServer(c *cli.Context) error {
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
 	go func() { served <- hs.Serve(hln) }()
-	log.Info("latch serving", "mode", "single", "listen", ln.Addr().String(), "http", hln.Addr().String(),
+	log.Info("latch serving", "mode", mode, "listen", ln.Addr().String(), "http", hln.Addr().String(),
 		"auth", len(secrets) > 0, "secrets", len(secrets), "token_floor", nodeCfg.TokenFloor, "version", version)
 
 	select {
@@ -140,6 +163,11 @@ func runServer(c *cli.Context) error {
 	defer cancel()
 	serr := srv.Shutdown(sctx)
 	node.Close()
+	if parts != nil {
+		if err := parts.stop(sctx); err != nil {
+			log.Warn("raft shutdown", "error", err)
+		}
+	}
 	hs.Shutdown(sctx)
 	if serr != nil {
 		return fmt.Errorf("shutdown: %w", serr)

@@ -162,7 +162,10 @@ func TestBadFlagsSayWhatToDo(t *testing.T) {
 		{[]string{"--max-keys", "0"}, "--max-keys"},
 		{[]string{"--max-conns", "0"}, "--max-conns"},
 		{[]string{"--token-floor", "9223372036854775808"}, "9223372036854775807"},
-		{[]string{"--mode", "cluster"}, "single mode"},
+		{[]string{"--mode", "raft"}, "use single or cluster"},
+		{[]string{"--mode", "cluster"}, "--id and --data-dir"},
+		{[]string{"--mode", "cluster", "--id", "n1", "--data-dir", "/tmp/x", "--bootstrap", "--initial-cluster", "n1=127.0.0.1:1"}, "exclude each other"},
+		{[]string{"--mode", "cluster", "--id", "n1", "--data-dir", "/tmp/x", "--initial-cluster", "n1"}, "ID=ADDR"},
 		{[]string{"extra-arg"}, "no arguments"},
 	}
 	for _, c := range cases {

@@ -1,0 +1,64 @@
+package admin
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func signed(t *testing.T, secret []byte, method, path string, body []byte, at time.Time) *http.Request {
+	t.Helper()
+	r, err := http.NewRequest(method, "http://127.0.0.1:7402"+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Sign(r, secret, body, at); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestSignatures(t *testing.T) {
+	oldS, newS := []byte(strings.Repeat("o", 32)), []byte(strings.Repeat("n", 32))
+	now := time.Unix(1_800_000_000, 0)
+	v := NewVerifier([][]byte{oldS, newS}, func() time.Time { return now })
+	body := []byte(`{"id":"n4","addr":"10.0.0.4:7401"}`)
+
+	for _, s := range [][]byte{oldS, newS} {
+		if err := v.Verify(signed(t, s, "POST", "/v1/peers", body, now), body); err != nil {
+			t.Fatalf("valid signature refused: %v", err)
+		}
+	}
+	r := signed(t, newS, "POST", "/v1/peers", body, now)
+	if err := v.Verify(r, body); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Verify(r, body); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("replay: %v, want ErrReplayed", err)
+	}
+	cases := []struct {
+		name string
+		r    *http.Request
+		body []byte
+		want error
+	}{
+		{"unsigned", func() *http.Request { r, _ := http.NewRequest("POST", "http://x/v1/peers", nil); return r }(), body, ErrUnsigned},
+		{"wrong secret", signed(t, []byte(strings.Repeat("x", 32)), "POST", "/v1/peers", body, now), body, ErrBadSignature},
+		{"changed body", signed(t, newS, "POST", "/v1/peers", body, now), []byte(`{"id":"evil"}`), ErrBadSignature},
+		{"changed method", func() *http.Request { r := signed(t, newS, "POST", "/v1/peers", body, now); r.Method = "DELETE"; return r }(), body, ErrBadSignature},
+		{"changed path", func() *http.Request { r := signed(t, newS, "POST", "/v1/peers", body, now); r.URL.Path = "/v1/peers/n1"; return r }(), body, ErrBadSignature},
+		{"too old", signed(t, newS, "POST", "/v1/peers", body, now.Add(-31*time.Second)), body, ErrStale},
+		{"from the future", signed(t, newS, "POST", "/v1/peers", body, now.Add(31*time.Second)), body, ErrStale},
+	}
+	for _, c := range cases {
+		if err := v.Verify(c.r, c.body); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	if err := NewVerifier(nil, nil).Verify(cases[0].r, body); err != nil {
+		t.Fatalf("a node without secrets refused an unsigned call: %v", err)
+	}
+}

@@ -1,0 +1,98 @@
+// Package raftnode wires latch's replicated lock table (package fsm) into hashicorp/raft:
+// the stores, the transport, bootstrap and join, a batching proposer, and the leadership
+// signals the node (package cluster) builds on. Package cmd wires the two together;
+// raftnode and cluster never import each other.
+//
+// # What it owns
+//
+//   - Raft wiring: raft-boltdb (raft.db, fsync always on) behind a 512-entry raft.LogCache,
+//     a file snapshot store keeping 2 snapshots, both in Config.DataDir; the transport
+//     (Config.Transport, or a raft.NetworkTransport built on Config.Stream).
+//   - Bootstrap and join: a restart never bootstraps; a new node bootstraps a one-node
+//     cluster (Bootstrap), the identical InitialCluster, or waits to be added (AddVoter).
+//   - The token floor: Config.TokenFloor enters the log as an fsm.CmdFloor entry proposed
+//     by each new leader after its Barrier when the FSM's counter is below it; every FSM
+//     starts from 0 so that a node replaying the log decides as the others did.
+//   - The batching proposer: Submit and SubmitGroup (DESIGN below).
+//   - Leadership signals: OnLeader after the Barrier and the floor, OnFollower when that
+//     leadership ends; IsLeader, Leader.
+//   - Operations: AddVoter, AddNonvoter, RemoveServer, Servers, Status, Ready, Snapshot,
+//     Shutdown (leadership transfer first).
+//
+// # What it must never do
+//
+//   - Decide lock semantics: who waits, who is granted next, when a lease ends. It proposes
+//     the commands it is given and reports their results; package cluster decides.
+//   - Read FSM state without the FSM's lock: only through fsm.FSM's methods (Read, Holder,
+//     LastToken, Len, AppliedIndex, Err), never the table itself.
+//   - Wait on a raft future without a deadline: futures can stay unanswered forever after a
+//     shutdown (hashicorp/raft issue 498), and the timeout raft takes bounds only the
+//     enqueue. Every wait runs the future's Error on a helper goroutine and selects on it,
+//     a timer (ApplyTimeout) and a stop channel.
+//   - Turn on NoSync or BatchApplyCh: the first makes votes non-durable (two leaders in one
+//     term after a power loss), the second orphans futures on shutdown.
+//
+// # Errors
+//
+// Every failure of a command or a membership change wraps exactly one of ErrNotApplied
+// (never appended: nothing changed, safe to retry) and ErrMaybeApplied (appended, or may
+// have been: the client must be told the outcome is unknown), next to the cause, following
+// the table in shared/notes/hashicorp-raft.md section 1 (see classify). A raft.ErrNotLeader
+// also wraps ErrNotLeader. An entry the FSM rejects as malformed (fsm.ErrBatchMalformed) was
+// applied nowhere, so its commands get ErrNotApplied; any other error response (a halted
+// FSM, fsm.ErrHalted) is for an entry that is in the log and that upgraded replicas apply,
+// so ErrMaybeApplied.
+//
+// # DESIGN: the proposer
+//
+// Many small commands must share disk syncs, and each client must learn its own command's
+// result in log order, so that package cluster's waiter bookkeeping stays exact. Three
+// goroutines and one queue do it:
+//
+//	Submit ──> queue ──> proposer ──raft.Apply──> raft ──future──> waiter (one per entry)
+//	  │      (bounded)      │                                         │ closes done
+//	  │                     └──── entries, in proposal order ──> dispatcher ──> done(result)
+//	  └──── rejections (invalid, not leader, full, shut down) ─────────┘
+//
+// In turn:
+//
+//   - Submit validates the command (fsm.Command.Validate), copies its key and appends it to a
+//     FIFO under a short mutex, or rejects it. It never blocks, so package cluster may call it
+//     under its own mutex. The queue holds at most MaxQueue commands waiting to be packed;
+//     beyond that Submit rejects with ErrQueueFull rather than block (backpressure belongs to
+//     the node's admission gates, which keep it far below). Rejections do not go through raft
+//     and are answered by the dispatcher, never on the caller's goroutine, possibly before
+//     the results of commands submitted earlier: they changed nothing.
+//   - The proposer takes the whole queue at once and packs it into entries of up to MaxBatch
+//     commands (fsm.AppendBatch; a SubmitGroup's commands always share an entry), then calls
+//     raft.Apply for each as soon as one of MaxInFlight window slots is free: it does not
+//     wait for an entry to commit before proposing the next. raft's leader loop stores
+//     whatever entries are queued with one bolt transaction, and replication pipelines them,
+//     so under load one disk sync covers hundreds of commands, and batches grow with the
+//     load by themselves (the commands that arrive during one sync fill the next entry).
+//     If the node is not the established leader (or is shutting down), it does not propose
+//     and the entry carries the rejection instead.
+//   - For each proposed entry a small goroutine blocks in the future's Error and closes the
+//     entry's done channel. The dispatcher takes entries in proposal order (which is log
+//     order) and waits for each done until the entry's deadline (ApplyTimeout after the
+//     enqueue), or, once raft has shut down, for a short grace, then calls every command's
+//     done in order, with its fsm.Result or the classified error, and frees the slot. It is
+//     the only goroutine that calls done, so callbacks never run concurrently and a done
+//     that blocks holds up everything after it.
+//
+// The whole batch shares one fate: if an entry's outcome is unknown, it is unknown for each
+// of its commands. Measured on a 2-vCPU VM, 3 nodes on loopback TCP with fsync (see
+// BenchmarkSubmit3Nodes): 1 closed-loop client ~1,600 submits/s (one commit per command),
+// 256 clients ~250 commands per entry and ~300,000 submits/s.
+//
+// # Leadership
+//
+// raft blocks on its NotifyCh, so one monitor goroutine drains it at once and starts or stops
+// exactly one leader loop at a time (Consul's pattern): the next loop starts only after the
+// previous one has returned. A leader loop first commits a Barrier (every entry any earlier
+// leader acknowledged is then applied here), retried, and transfers leadership away if it
+// keeps failing; then applies the token floor if needed; only then sets IsLeader and calls
+// OnLeader, so package cluster can rebuild its expiry heap from applied state with every
+// lease restarted in full. When raft reports the loss, IsLeader turns false at once (Submit
+// rejects from then on) and the loop calls OnFollower.
+package raftnode

@@ -1,0 +1,87 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+)
+
+// The two outcomes a failed command can have. Every error a Submit callback or a membership
+// call returns wraps exactly one of them, together with the cause (a raft error or one of the
+// reasons below), so callers branch with errors.Is and log the whole message.
+var (
+	// ErrNotApplied: the command was never appended to the log, on any node, and never will
+	// be. Nothing changed; the caller may answer "unavailable" and the client may retry.
+	ErrNotApplied = errors.New("raftnode: not applied (the command never reached the log)")
+
+	// ErrMaybeApplied: the command reached the log, or may have, and its outcome is unknown
+	// here: it may already be applied, may be applied later by another leader, or may never
+	// be. The caller must answer "indeterminate"; a retry could apply it twice.
+	ErrMaybeApplied = errors.New("raftnode: outcome unknown (the command may or may not have been applied)")
+)
+
+// Reasons wrapped next to ErrNotApplied or ErrMaybeApplied.
+var (
+	// ErrNotLeader: this node is not the leader, or has not yet established its leadership
+	// (Barrier and token floor), so it proposes nothing. Send the command to the leader.
+	ErrNotLeader = errors.New("raftnode: this node is not the established leader: send the command to the leader")
+
+	// ErrShutdown: the node is shutting down or has shut down.
+	ErrShutdown = errors.New("raftnode: node is shut down")
+
+	// ErrQueueFull: Config.MaxQueue commands are already waiting to be proposed. Shed load
+	// before submitting more, or raise MaxQueue.
+	ErrQueueFull = errors.New("raftnode: proposal queue is full: shed load or raise MaxQueue")
+
+	// ErrGroupTooLarge: a SubmitGroup call had more commands than fit in one entry.
+	ErrGroupTooLarge = errors.New("raftnode: group has more commands than MaxBatch: split it or raise MaxBatch")
+
+	// ErrGroupRejected: another command of the same SubmitGroup call was rejected, so none of
+	// the group was proposed.
+	ErrGroupRejected = errors.New("raftnode: another command of its group was rejected")
+
+	// ErrTimeout: raft did not answer within Config.ApplyTimeout.
+	ErrTimeout = errors.New("raftnode: raft did not answer within ApplyTimeout")
+
+	// ErrDataDirInUse: another process (or another Node in this one) has DataDir open.
+	ErrDataDirInUse = errors.New("raftnode: the data directory is in use by another latch process: " +
+		"stop that process, or give this one its own data directory")
+
+	// errStopped: an internal wait gave up because leadership (or the node) is going away.
+	errStopped = errors.New("raftnode: stopped")
+)
+
+// classify maps the error of a raft future, with the log index it reported (0 when the entry
+// was never given one), to ErrNotApplied or ErrMaybeApplied wrapping the cause. The table is
+// section 1 of shared/notes/hashicorp-raft.md:
+//
+//	raft.ErrNotLeader                         not applied (never dispatched)
+//	raft.ErrLeadershipTransferInProgress      not applied (rejected before dispatch)
+//	raft.ErrEnqueueTimeout                    not applied (never enqueued)
+//	raft.ErrRaftShutdown, index 0             not applied (rejected by a shut-down node)
+//	raft.ErrRaftShutdown, index > 0           maybe (committed, then shut down before applying)
+//	raft.ErrLeadershipLost                    maybe (a later leader may commit it)
+//	anything else (storage errors, restore)   maybe
+//
+// nil stays nil.
+func classify(err error, index uint64) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader):
+		return fmt.Errorf("%w: %w: %w", ErrNotApplied, ErrNotLeader, err)
+	case errors.Is(err, raft.ErrLeadershipTransferInProgress),
+		errors.Is(err, raft.ErrEnqueueTimeout),
+		errors.Is(err, raft.ErrRaftShutdown) && index == 0:
+		return fmt.Errorf("%w: %w", ErrNotApplied, err)
+	default:
+		return fmt.Errorf("%w: %w", ErrMaybeApplied, err)
+	}
+}
+
+// notApplied wraps a reason as ErrNotApplied.
+func notApplied(reason error) error { return fmt.Errorf("%w: %w", ErrNotApplied, reason) }
+
+// maybeApplied wraps a reason as ErrMaybeApplied.
+func maybeApplied(reason error) error { return fmt.Errorf("%w: %w", ErrMaybeApplied, reason) }

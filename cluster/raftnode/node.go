@@ -1,0 +1,310 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/latchd/latch/fsm"
+)
+
+// Node is one member of a latch raft cluster: raft, its stores, the FSM it replicates, the
+// batching proposer and the leadership signals. Its methods are safe for concurrent use.
+type Node struct {
+	cfg   Config
+	log   hclog.Logger
+	raft  *raft.Raft
+	fsm   *fsm.FSM
+	store *raftboltdb.BoltStore
+	trans raft.Transport
+	addr  string // Advertise, resolved
+
+	// Leadership (leader.go). leading is true from just before OnLeader until just
+	// before OnFollower; leadMu orders its changes with the stop of the leader loop.
+	notifyCh    chan bool
+	leadMu      sync.Mutex
+	leading     atomic.Bool
+	stopMonitor chan struct{}
+	monitorDone chan struct{}
+
+	// Proposer (proposer.go).
+	q            queue
+	slots        chan struct{} // window of entries in flight: a send takes a slot
+	inflight     chan *entry   // proposer -> dispatcher, in proposal order
+	rejectSig    chan struct{} // cap 1: rejects are waiting
+	stopPropose  chan struct{}
+	proposeDone  chan struct{}
+	dispatchDone chan struct{}
+	raftDown     chan struct{} // closed once raft has shut down: no future is answered after it
+	entries      atomic.Uint64 // entries proposed to raft
+	commands     atomic.Uint64 // commands in them
+
+	// Readiness (ops.go): the commit index the previous Ready call saw while a leader was known.
+	readyMark atomic.Uint64
+
+	closing      atomic.Bool
+	shutdownOnce sync.Once
+	shutdownDone chan struct{}
+	shutdownErr  error
+}
+
+// Open opens (or creates) the node's stores in cfg.DataDir, bootstraps a new cluster if cfg
+// asks for one and DataDir holds no raft state, and starts raft, the proposer and the
+// leadership monitor. Bootstrap rules:
+//
+//   - DataDir holds raft state (log, votes or a snapshot): restart from it; Bootstrap and
+//     InitialCluster are ignored.
+//   - else Bootstrap: a one-node cluster of this node.
+//   - else InitialCluster: a cluster of exactly those members (this node among them).
+//   - else: start empty and wait for a leader to add this node (AddVoter or AddNonvoter).
+//
+// On error everything Open built is closed again.
+func Open(cfg Config) (*Node, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	base := cfg.Logger
+	if base == nil {
+		base = hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: os.Stderr})
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("raftnode: create data directory: %w", err)
+	}
+
+	var cleanups []func()
+	fail := func(err error) (*Node, error) {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+		return nil, err
+	}
+
+	path := filepath.Join(cfg.DataDir, "raft.db")
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path: path,
+		BoltOptions: &bbolt.Options{
+			Timeout:        boltOpenTimeout,
+			NoFreelistSync: true,
+			FreelistType:   bbolt.FreelistMapType,
+		},
+		NoSync: false, // never: votes and log entries must survive a power loss
+	})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return fail(fmt.Errorf("%w (%s stayed locked for %v)", ErrDataDirInUse, path, boltOpenTimeout))
+	}
+	if err != nil {
+		return fail(fmt.Errorf("raftnode: open %s: %w", path, err))
+	}
+	cleanups = append(cleanups, func() { _ = store.Close() })
+
+	logs, err := raft.NewLogCache(logCacheSize, store)
+	if err != nil {
+		return fail(fmt.Errorf("raftnode: log cache: %w", err))
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, snapshotsRetained, base.Named("snapshots"))
+	if err != nil {
+		return fail(fmt.Errorf("raftnode: snapshot store in %s: %w", cfg.DataDir, err))
+	}
+
+	trans := cfg.Transport
+	if trans == nil {
+		nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream:  cfg.Stream,
+			MaxPool: transportMaxPool,
+			Timeout: transportTimeout,
+			Logger:  base.Named("raft-net"),
+		})
+		trans = nt
+		cleanups = append(cleanups, func() { _ = nt.Close() })
+	}
+
+	f, err := fsm.NewFSM(0) // the floor enters through the log, see Config.TokenFloor
+	if err != nil {
+		return fail(err)
+	}
+	n := &Node{
+		cfg:          cfg,
+		log:          base.Named("raftnode"),
+		fsm:          f,
+		store:        store,
+		trans:        trans,
+		addr:         cfg.advertiseAddr(trans),
+		notifyCh:     make(chan bool, notifyBuffer),
+		stopMonitor:  make(chan struct{}),
+		monitorDone:  make(chan struct{}),
+		slots:        make(chan struct{}, cfg.MaxInFlight),
+		inflight:     make(chan *entry, cfg.MaxInFlight+1),
+		rejectSig:    make(chan struct{}, 1),
+		stopPropose:  make(chan struct{}),
+		proposeDone:  make(chan struct{}),
+		dispatchDone: make(chan struct{}),
+		raftDown:     make(chan struct{}),
+		shutdownDone: make(chan struct{}),
+	}
+	n.q.signal = make(chan struct{}, 1)
+	if n.addr != string(trans.LocalAddr()) {
+		n.log.Debug("advertised address differs from the transport's local address; "+
+			"followers learn the leader's address from the configuration by ID",
+			"advertise", n.addr, "transport", trans.LocalAddr())
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.Logger = base.Named("raft")
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.MaxAppendEntries = maxAppendEntries
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.NotifyCh = n.notifyCh
+	// A removed leader becomes a follower instead of shutting raft down behind the Node's
+	// back: Shutdown stays the one owner of raft's lifecycle.
+	rc.ShutdownOnRemove = false
+	// BatchApplyCh stays false: a buffered applyCh orphans futures on shutdown, and the
+	// proposer batches commands itself.
+	if err := raft.ValidateConfig(rc); err != nil {
+		return fail(fmt.Errorf("raftnode: raft configuration: %w", err))
+	}
+
+	existing, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return fail(fmt.Errorf("raftnode: read raft state in %s: %w", cfg.DataDir, err))
+	}
+	var servers []raft.Server
+	switch {
+	case existing:
+		n.log.Info("restarting from existing raft state", "dir", cfg.DataDir)
+	case cfg.Bootstrap:
+		servers = []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: raft.ServerAddress(n.addr)}}
+	case len(cfg.InitialCluster) > 0:
+		for _, p := range cfg.InitialCluster {
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+		}
+	default:
+		n.log.Info("no raft state and nothing to bootstrap: waiting to be added to a cluster", "id", cfg.ID, "addr", n.addr)
+	}
+	if servers != nil {
+		n.log.Info("bootstrapping a new cluster", "servers", len(servers))
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
+			return fail(fmt.Errorf("raftnode: bootstrap: %w", err))
+		}
+	}
+
+	r, err := raft.NewRaft(rc, f, logs, store, snaps, trans)
+	if err != nil {
+		return fail(fmt.Errorf("raftnode: start raft: %w", err))
+	}
+	n.raft = r
+
+	go n.monitor()
+	go n.propose()
+	go n.dispatch()
+	return n, nil
+}
+
+// FSM returns the replicated state machine. Read it only through its own methods (Read,
+// Holder, LastToken, ...), which take its lock; never change it.
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// ID returns this node's ID.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// Addr returns the address this node advertises.
+func (n *Node) Addr() string { return n.addr }
+
+// Shutdown stops the node. If it leads, it first transfers leadership to another voter
+// (bounded by ApplyTimeout and ctx), so that the cluster elects a successor without waiting
+// for an election timeout. Then it stops accepting commands, shuts raft down (which closes
+// the transport), answers every outstanding command (ErrNotApplied or ErrMaybeApplied),
+// calls OnFollower if OnLeader was called, and closes the stores.
+//
+// Every wait is bounded by ctx. If ctx ends first Shutdown returns its error and leaves the
+// stores open if raft has not stopped (closing them under raft would corrupt nothing but
+// fail raft's writes); the process should exit. Shutdown is idempotent: later calls wait for
+// the first (bounded by their own ctx) and return its result.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.shutdownOnce.Do(func() {
+		go func() {
+			n.shutdownErr = n.shutdown(ctx)
+			close(n.shutdownDone)
+		}()
+	})
+	select {
+	case <-n.shutdownDone:
+		return n.shutdownErr
+	case <-ctx.Done():
+		return fmt.Errorf("raftnode: shutdown: %w", ctx.Err())
+	}
+}
+
+func (n *Node) shutdown(ctx context.Context) error {
+	n.closing.Store(true) // Submit and the proposer reject from here on
+	var errs []error
+
+	if n.raft.State() == raft.Leader && n.otherVoters() > 0 {
+		if err := n.transferLeadership(ctx.Done()); err != nil {
+			n.log.Warn("leadership transfer before shutdown failed; the cluster will elect a leader after its timeout", "error", err)
+		}
+	}
+
+	raftStopped := true
+	if err := n.wait(n.raft.Shutdown(), ctx.Done(), n.cfg.ApplyTimeout); err != nil {
+		raftStopped = false
+		errs = append(errs, fmt.Errorf("raftnode: raft shutdown: %w", err))
+	}
+	close(n.raftDown)
+	// raft closes the transport's listener but not its pooled outgoing connections, which
+	// would keep the peers' handler goroutines (and sockets) alive until this process exits.
+	if cs, ok := n.trans.(interface{ CloseStreams() }); ok && raftStopped {
+		cs.CloseStreams()
+	}
+
+	close(n.stopPropose)
+	close(n.stopMonitor)
+	for _, ch := range []chan struct{}{n.proposeDone, n.dispatchDone, n.monitorDone} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("raftnode: shutdown: %w", ctx.Err()))
+			return errors.Join(errs...)
+		}
+	}
+
+	if raftStopped {
+		if err := n.store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raftnode: close raft.db: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// wait waits for f until timeout, or until stop closes (nil: never). It
+// never blocks on f itself, since raft futures can stay unanswered forever after a
+// shutdown: a helper goroutine does, and is left behind if f never resolves.
+func (n *Node) wait(f raft.Future, stop <-chan struct{}, timeout time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return ErrTimeout
+	case <-stop:
+		return errStopped
+	}
+}

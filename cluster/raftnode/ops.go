@@ -1,0 +1,204 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Server is one member of the cluster configuration.
+type Server struct {
+	ID       string `json:"id"`
+	Addr     string `json:"addr"`
+	Suffrage string `json:"suffrage"` // "voter", "nonvoter" or "staging"
+}
+
+// Status is a point-in-time view of the node for operators (admin status, metrics). Its
+// fields are read one after another, not atomically.
+type Status struct {
+	ID           string    `json:"id"`
+	Addr         string    `json:"addr"`
+	State        string    `json:"state"`   // raft's: Follower, Candidate, Leader or Shutdown
+	Leading      bool      `json:"leading"` // IsLeader: leader with leadership established
+	LeaderID     string    `json:"leader_id"`
+	LeaderAddr   string    `json:"leader_addr"`
+	Term         uint64    `json:"term"`
+	CommitIndex  uint64    `json:"commit_index"`
+	AppliedIndex uint64    `json:"applied_index"` // raft's: handed to the FSM
+	LastLogIndex uint64    `json:"last_log_index"`
+	LastContact  time.Time `json:"last_contact"` // last contact with a leader; zero if never
+	Peers        []Server  `json:"peers"`        // latest configuration, possibly uncommitted
+	LastToken    uint64    `json:"last_token"`   // FSM: last fencing token issued
+	Keys         int       `json:"keys"`         // FSM: held keys
+	FSMIndex     uint64    `json:"fsm_index"`    // FSM: last entry it applied
+	FSMError     string    `json:"fsm_error,omitempty"`
+	Queued       int       `json:"queued"`   // commands waiting to be packed
+	InFlight     int       `json:"inflight"` // entries proposed, not yet answered
+	Entries      uint64    `json:"entries"`  // entries proposed since Open
+	Commands     uint64    `json:"commands"` // commands in those entries
+}
+
+// Status returns the node's current status.
+func (n *Node) Status() Status {
+	s := Status{
+		ID:           n.cfg.ID,
+		Addr:         n.addr,
+		State:        n.raft.State().String(),
+		Leading:      n.IsLeader(),
+		Term:         n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.raft.AppliedIndex(),
+		LastLogIndex: n.raft.LastIndex(),
+		LastContact:  n.raft.LastContact(),
+		Peers:        n.Servers(),
+		LastToken:    uint64(n.fsm.LastToken()),
+		Keys:         n.fsm.Len(),
+		FSMIndex:     n.fsm.AppliedIndex(),
+		InFlight:     len(n.slots),
+		Entries:      n.entries.Load(),
+		Commands:     n.commands.Load(),
+	}
+	s.LeaderID, s.LeaderAddr = n.Leader()
+	if err := n.fsm.Err(); err != nil {
+		s.FSMError = err.Error()
+	}
+	n.q.mu.Lock()
+	s.Queued = n.q.count
+	n.q.mu.Unlock()
+	return s
+}
+
+// Ready returns nil when this node can serve its part: a leader is known (if it is this
+// node, with leadership established), the FSM has not halted, and raft has applied the log
+// up to the commit index this node saw at the previous Ready call while a leader was known
+// (at the first such call: the current one). So a node catching up after a restart is not
+// ready until it has replayed what was committed, while a node keeping up under load, whose
+// applied index always trails its commit index a little, stays ready. It does not require
+// leadership: followers forward. Otherwise the error says why.
+func (n *Node) Ready() error {
+	if n.closing.Load() {
+		return ErrShutdown
+	}
+	if err := n.fsm.Err(); err != nil {
+		return err
+	}
+	id, addr := n.Leader()
+	if id == "" {
+		n.readyMark.Store(0)
+		return errors.New("raftnode: no leader known: an election is under way, a quorum is unreachable, " +
+			"or this node is waiting to be added to the cluster")
+	}
+	if id == n.cfg.ID && !n.IsLeader() {
+		return errors.New("raftnode: elected leader, establishing leadership (barrier)")
+	}
+	commit, applied := n.raft.CommitIndex(), n.raft.AppliedIndex()
+	target := n.readyMark.Swap(commit)
+	if target == 0 || target > commit {
+		target = commit
+	}
+	if applied < target {
+		return fmt.Errorf("raftnode: catching up with leader %s (%s): applied index %d, commit index %d", id, addr, applied, target)
+	}
+	return nil
+}
+
+// servers returns the latest configuration (possibly not yet committed), or nil.
+func (n *Node) servers() []raft.Server {
+	f := n.raft.GetConfiguration()
+	if err := n.wait(f, nil, n.cfg.ApplyTimeout); err != nil {
+		return nil
+	}
+	return f.Configuration().Servers
+}
+
+// Servers returns the members of the latest cluster configuration, possibly not yet
+// committed.
+func (n *Node) Servers() []Server {
+	ss := n.servers()
+	out := make([]Server, len(ss))
+	for i, s := range ss {
+		out[i] = Server{ID: string(s.ID), Addr: string(s.Address), Suffrage: suffrage(s.Suffrage)}
+	}
+	return out
+}
+
+func suffrage(s raft.ServerSuffrage) string {
+	switch s {
+	case raft.Voter:
+		return "voter"
+	case raft.Nonvoter:
+		return "nonvoter"
+	default:
+		return "staging"
+	}
+}
+
+// AddVoter adds a voting member, or changes the address of an existing one; on the leader
+// only. The new voter counts towards the quorum at once, before it has caught up: to grow
+// a cluster under load, AddNonvoter first, wait until its applied index nears the leader's,
+// then AddVoter. Errors wrap ErrNotApplied (with ErrNotLeader on a follower) or
+// ErrMaybeApplied (check Servers before retrying).
+func (n *Node) AddVoter(id, addr string) error {
+	return n.change("add voter", id, func() raft.IndexFuture {
+		return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.cfg.ApplyTimeout)
+	})
+}
+
+// AddNonvoter adds a member that receives the log but does not vote; on the leader only.
+// Errors as AddVoter.
+func (n *Node) AddNonvoter(id, addr string) error {
+	return n.change("add nonvoter", id, func() raft.IndexFuture {
+		return n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.cfg.ApplyTimeout)
+	})
+}
+
+// RemoveServer removes a member; on the leader only. Removing the leader itself makes it
+// step down once the change commits (it stays up as a follower outside the cluster: shut it
+// down); prefer Shutdown on the leader (which transfers leadership) and removing it from the
+// new leader. Errors as AddVoter.
+func (n *Node) RemoveServer(id string) error {
+	return n.change("remove server", id, func() raft.IndexFuture {
+		return n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout)
+	})
+}
+
+func (n *Node) change(what, id string, op func() raft.IndexFuture) error {
+	if n.closing.Load() {
+		return notApplied(ErrShutdown)
+	}
+	f := op()
+	err := n.wait(f, nil, n.cfg.ApplyTimeout)
+	if err == ErrTimeout {
+		return fmt.Errorf("raftnode: %s %q: %w", what, id, maybeApplied(err))
+	}
+	if err != nil {
+		return fmt.Errorf("raftnode: %s %q: %w", what, id, classify(err, f.Index()))
+	}
+	n.log.Info("configuration changed", "change", what, "id", id, "index", f.Index())
+	return nil
+}
+
+// Snapshot makes raft take a snapshot now (for backups, or before adding a node) and
+// returns its metadata. An error wrapping raft.ErrNothingNewToSnapshot means nothing was
+// applied since the last one. The wait is bounded by ctx and ApplyTimeout.
+func (n *Node) Snapshot(ctx context.Context) (*raft.SnapshotMeta, error) {
+	if n.closing.Load() {
+		return nil, ErrShutdown
+	}
+	f := n.raft.Snapshot()
+	if err := n.wait(f, ctx.Done(), n.cfg.ApplyTimeout); err != nil {
+		if err == errStopped {
+			err = ctx.Err()
+		}
+		return nil, fmt.Errorf("raftnode: snapshot: %w", err)
+	}
+	meta, rc, err := f.Open()
+	if err != nil {
+		return nil, fmt.Errorf("raftnode: snapshot: %w", err)
+	}
+	_ = rc.Close()
+	return meta, nil
+}

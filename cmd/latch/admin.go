@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/wire"
+)
+
+// adminTimeout bounds one admin call, forwarding to the leader included.
+const adminTimeout = 40 * time.Second
+
+func adminFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "http", Value: "127.0.0.1:7402", Usage: "`ADDR` of any node's --http", EnvVars: env("HTTP")},
+		&cli.StringFlag{Name: "secret-file", Usage: "`FILE` whose first line signs membership changes", EnvVars: env("SECRET_FILE")},
+	}
+}
+
+// adminSecret is the first secret of --secret-file, or nil.
+func adminSecret(c *cli.Context) ([]byte, error) {
+	f := c.String("secret-file")
+	if f == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("--secret-file: %w", err)
+	}
+	s, err := wire.ParseSecrets(data)
+	if err != nil {
+		return nil, fmt.Errorf("--secret-file %s: %w", f, err)
+	}
+	return s[0], nil
+}
+
+// callSigned sends a (signed, when secret is set) admin request and decodes a JSON answer
+// into out, turning an {"error": ...} answer into an error.
+func callSigned(ctx context.Context, method, url string, body, secret []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	if secret != nil {
+		if err := admin.Sign(req, secret, body, time.Now()); err != nil {
+			return err
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct{ Error string }
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			return fmt.Errorf("%s: %s", resp.Status, e.Error)
+		}
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+func postSigned(ctx context.Context, url string, body, secret []byte) error {
+	return callSigned(ctx, http.MethodPost, url, body, secret, nil)
+}
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show a node's role, leader, term, indexes, peers and last token",
+		Flags: append(adminFlags(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON"}),
+		Action: func(c *cli.Context) error {
+			ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
+			defer cancel()
+			var st map[string]json.RawMessage
+			if err := callSigned(ctx, http.MethodGet, "http://"+c.String("http")+"/v1/status", nil, nil, &st); err != nil {
+				return cli.Exit("latch status: "+err.Error(), exitUnavailable)
+			}
+			if c.Bool("json") {
+				return json.NewEncoder(c.App.Writer).Encode(st)
+			}
+			return printStatus(c, st)
+		},
+	}
+}
+
+func printStatus(c *cli.Context, st map[string]json.RawMessage) error {
+	var mode string
+	var node map[string]any
+	json.Unmarshal(st["mode"], &mode)
+	json.Unmarshal(st["node"], &node)
+	w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
+	defer w.Flush()
+	fmt.Fprintf(w, "mode\t%s\n", mode)
+	if raw, ok := st["raft"]; ok {
+		var m map[string]any
+		json.Unmarshal(raw, &m)
+		get := func(k string) any { return m[k] }
+		fmt.Fprintf(w, "id\t%v\nrole\t%v\nleader\t%v (%v)\nterm\t%v\ncommit index\t%v\napplied index\t%v\nlast contact\t%v\n",
+			get("id"), get("state"), get("leader_id"), get("leader_addr"), get("term"), get("commit_index"), get("applied_index"), get("last_contact"))
+		var peers []admin.Member
+		if p, ok := m["peers"]; ok {
+			b, _ := json.Marshal(p)
+			json.Unmarshal(b, &peers)
+		}
+		sort.Slice(peers, func(i, j int) bool { return peers[i].ID < peers[j].ID })
+		for _, p := range peers {
+			fmt.Fprintf(w, "peer\t%s %s %s\n", p.ID, p.Addr, p.Suffrage)
+		}
+	}
+	fmt.Fprintf(w, "last token\t%v\nkeys\t%v\nwaiters\t%v\n", node["LastToken"], node["Keys"], node["Waiters"])
+	return nil
+}
+
+func peersCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "peers",
+		Usage: "list, add or remove cluster members (through any node; changes go to the leader)",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "list",
+				Usage: "list the members of the cluster configuration",
+				Flags: adminFlags(),
+				Action: func(c *cli.Context) error {
+					ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
+					defer cancel()
+					var ms []admin.Member
+					if err := callSigned(ctx, http.MethodGet, "http://"+c.String("http")+"/v1/peers", nil, nil, &ms); err != nil {
+						return cli.Exit("latch peers list: "+err.Error(), exitUnavailable)
+					}
+					w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
+					fmt.Fprintln(w, "ID\tADDR\tSUFFRAGE")
+					for _, m := range ms {
+						fmt.Fprintf(w, "%s\t%s\t%s\n", m.ID, m.Addr, m.Suffrage)
+					}
+					return w.Flush()
+				},
+			},
+			{
+				Name:  "add",
+				Usage: "add a member: its --id and its --advertise (or --raft-addr) address",
+				Flags: append(adminFlags(),
+					&cli.StringFlag{Name: "id", Required: true, Usage: "the new member's `ID`"},
+					&cli.StringFlag{Name: "raft-addr", Required: true, Usage: "the new member's peer `ADDR`"},
+					&cli.BoolFlag{Name: "nonvoter", Usage: "add it without a vote (it replicates, never counts for quorum)"},
+				),
+				Action: func(c *cli.Context) error {
+					return peersChange(c, http.MethodPost, "/v1/peers", admin.AddRequest{ID: c.String("id"), Addr: c.String("raft-addr"), Nonvoter: c.Bool("nonvoter")})
+				},
+			},
+			{
+				Name:  "remove",
+				Usage: "remove a member by its id",
+				Flags: append(adminFlags(), &cli.StringFlag{Name: "id", Required: true, Usage: "the member's `ID`"}),
+				Action: func(c *cli.Context) error {
+					return peersChange(c, http.MethodDelete, "/v1/peers/"+c.String("id"), nil)
+				},
+			},
+		},
+	}
+}
+
+func peersChange(c *cli.Context, method, path string, req any) error {
+	secret, err := adminSecret(c)
+	if err != nil {
+		return cli.Exit("latch peers: "+err.Error(), exitUsage)
+	}
+	var body []byte
+	if req != nil {
+		body, _ = json.Marshal(req)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
+	defer cancel()
+	var out map[string]string
+	if err := callSigned(ctx, method, "http://"+c.String("http")+path, body, secret, &out); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return cli.Exit("latch peers: no answer within "+adminTimeout.String(), exitIndeterminate)
+		}
+		return cli.Exit("latch peers: "+err.Error(), exitUnavailable)
+	}
+	for k, v := range out {
+		fmt.Fprintf(c.App.Writer, "%s %s\n", k, v)
+	}
+	return nil
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/peer"
+	"github.com/latchd/latch/cluster/raftnode"
+	"github.com/latchd/latch/fsm"
+)
+
+// clusterFlags are the server flags that only cluster mode reads.
+func clusterFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "id", Usage: "this node's stable, unique `ID` (cluster mode), e.g. the pod name", EnvVars: env("ID")},
+		&cli.StringFlag{Name: "data-dir", Usage: "`DIR` for the Raft log, votes and snapshots (cluster mode)", EnvVars: env("DATA_DIR")},
+		&cli.StringFlag{Name: "raft-addr", Value: "127.0.0.1:7401", Usage: "peer `ADDR` to listen on: Raft and forwarding (cluster mode)", EnvVars: env("RAFT_ADDR")},
+		&cli.StringFlag{Name: "advertise", Usage: "the peer `ADDR` other nodes dial; may be a DNS name (default: --raft-addr)", EnvVars: env("ADVERTISE")},
+		&cli.BoolFlag{Name: "bootstrap", Usage: "start a new one-node cluster (ignored when --data-dir holds state)", EnvVars: env("BOOTSTRAP")},
+		&cli.StringFlag{Name: "initial-cluster", Usage: "`ID=ADDR,...`: every initial node starts with the same list; safe to restart with it", EnvVars: env("INITIAL_CLUSTER")},
+		&cli.StringFlag{Name: "join", Usage: "`ADDR` (--http of any member): ask the cluster to add this node; a member already just rejoins", EnvVars: env("JOIN")},
+	}
+}
+
+// parseInitialCluster reads "id=addr,id=addr".
+func parseInitialCluster(s string) ([]raftnode.Peer, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var peers []raftnode.Peer
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("--initial-cluster: %q is not ID=ADDR", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("--initial-cluster: %s: %w", part, err)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("--initial-cluster: id %q appears twice", id)
+		}
+		seen[id] = true
+		peers = append(peers, raftnode.Peer{ID: id, Addr: addr})
+	}
+	return peers, nil
+}
+
+// advertised is a peer address that may be a DNS name.
+type advertised string
+
+func (a advertised) Network() string { return "tcp" }
+func (a advertised) String() string  { return string(a) }
+
+// lateRaft adapts the raft node to the cluster node's Proposer and StateReader. The cluster
+// node is built before raft (raft's leadership hooks call it), so the raft node and its FSM
+// are bound once they exist; a Submit before that is answered "not applied".
+type lateRaft struct {
+	r   atomic.Pointer[raftnode.Node]
+	fsm atomic.Pointer[fsm.FSM]
+}
+
+var errNotStarted = errors.New("raft is not started yet")
+
+// Submit implements cluster.Proposer: raftnode's outcome errors become the node's, with the
+// cause kept.
+func (l *lateRaft) Submit(cmd fsm.Command, done func(fsm.Result, error)) {
+	r := l.r.Load()
+	if r == nil {
+		go done(fsm.Result{}, fmt.Errorf("%w: %w", cluster.ErrNotApplied, errNotStarted))
+		return
+	}
+	r.Submit(cmd, func(res fsm.Result, err error) {
+		switch {
+		case err == nil:
+		case errors.Is(err, raftnode.ErrNotApplied):
+			err = fmt.Errorf("%w: %w", cluster.ErrNotApplied, err)
+		default:
+			err = fmt.Errorf("%w: %w", cluster.ErrMaybeApplied, err)
+		}
+		done(res, err)
+	})
+}
+
+// Read implements cluster.StateReader.
+func (l *lateRaft) Read(fn func(*fsm.Table)) {
+	if f := l.fsm.Load(); f != nil {
+		f.Read(fn)
+	}
+}
+
+// clusterParts is what cluster mode starts besides the client listener.
+type clusterParts struct {
+	mux      *peer.Mux
+	raft     *raftnode.Node
+	adv      string
+	stopJoin context.CancelFunc
+}
+
+// startCluster opens the peer port and the raft node behind a cluster-mode node.
+func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, node *cluster.Node, late *lateRaft, floor uint64) (*clusterParts, error) {
+	id, dir := c.String("id"), c.String("data-dir")
+	if id == "" || dir == "" {
+		return nil, errors.New("cluster mode needs --id and --data-dir")
+	}
+	initial, err := parseInitialCluster(c.String("initial-cluster"))
+	if err != nil {
+		return nil, err
+	}
+	if c.Bool("bootstrap") && len(initial) > 0 {
+		return nil, errors.New("--bootstrap and --initial-cluster exclude each other: use --initial-cluster on every initial node")
+	}
+	if c.String("join") != "" && (c.Bool("bootstrap") || len(initial) > 0) {
+		return nil, errors.New("--join excludes --bootstrap and --initial-cluster: a joining node gets its configuration from the cluster")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	pcfg := peer.DefaultConfig()
+	pcfg.Secrets, pcfg.Logger = secrets, log.Named("peer")
+	mux, err := peer.Listen(c.String("raft-addr"), pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("--raft-addr: %w", err)
+	}
+	adv := c.String("advertise")
+	if adv == "" {
+		adv = c.String("raft-addr")
+	}
+	stream, err := peer.NewStreamLayer(mux, advertised(adv))
+	if err != nil {
+		mux.Close()
+		return nil, fmt.Errorf("--advertise: %w", err)
+	}
+	rcfg := raftnode.DefaultConfig()
+	rcfg.ID, rcfg.DataDir, rcfg.Advertise, rcfg.Stream = id, filepath.Clean(dir), adv, stream
+	rcfg.Bootstrap, rcfg.InitialCluster, rcfg.TokenFloor = c.Bool("bootstrap"), initial, floor
+	rcfg.Logger = log
+	rcfg.OnLeader = func(f *fsm.FSM) {
+		late.fsm.Store(f)
+		node.Lead()
+	}
+	rcfg.OnFollower = node.Follow
+	r, err := raftnode.Open(rcfg)
+	if err != nil {
+		stream.Close()
+		mux.Close()
+		return nil, err
+	}
+	late.r.Store(r)
+	late.fsm.Store(r.FSM())
+	parts := &clusterParts{mux: mux, raft: r, adv: adv}
+	go admin.ServeChannel(mux.Listener(peer.ChannelAdmin), membership{r: r, mux: mux}, log.Named("admin"))
+	if j := c.String("join"); j != "" {
+		ctx, cancel := context.WithCancel(context.Background())
+		parts.stopJoin = cancel
+		var secret []byte
+		if len(secrets) > 0 {
+			secret = secrets[0]
+		}
+		go join(ctx, log.Named("join"), r, j, id, adv, secret)
+	}
+	return parts, nil
+}
+
+// stop transfers leadership if this node leads, then closes raft and the peer port.
+func (p *clusterParts) stop(ctx context.Context) error {
+	if p.stopJoin != nil {
+		p.stopJoin()
+	}
+	err := p.raft.Shutdown(ctx)
+	p.mux.Close()
+	return err
+}
+
+// membership implements admin.Cluster on this node: the leader changes the configuration
+// itself; a follower forwards the change over the peer port's admin channel.
+type membership struct {
+	r       *raftnode.Node
+	mux     *peer.Mux
+	forward bool // false on the admin channel's serving side: never forward twice
+}
+
+func (m membership) Members() ([]admin.Member, error) {
+	var out []admin.Member
+	for _, s := range m.r.Servers() {
+		out = append(out, admin.Member{ID: s.ID, Addr: s.Addr, Suffrage: s.Suffrage})
+	}
+	return out, nil
+}
+
+func (m membership) AddMember(ctx context.Context, id, addr string, voter bool) error {
+	var err error
+	if voter {
+		err = m.r.AddVoter(id, addr)
+	} else {
+		err = m.r.AddNonvoter(id, addr)
+	}
+	return m.orForward(ctx, err, admin.ChannelRequest{Op: "add", ID: id, Addr: addr, Voter: voter})
+}
+
+func (m membership) RemoveMember(ctx context.Context, id string) error {
+	found := false
+	for _, s := range m.r.Servers() {
+		found = found || s.ID == id
+	}
+	if !found {
+		return fmt.Errorf("%w: %q (see latch peers list)", admin.ErrNotFound, id)
+	}
+	return m.orForward(ctx, m.r.RemoveServer(id), admin.ChannelRequest{Op: "remove", ID: id})
+}
+
+// orForward sends req to the leader when err says this node is not it.
+func (m membership) orForward(ctx context.Context, err error, req admin.ChannelRequest) error {
+	if err == nil || !m.forward || !errors.Is(err, raftnode.ErrNotLeader) {
+		return err
+	}
+	_, leader := m.r.Leader()
+	if leader == "" {
+		return fmt.Errorf("no leader known to forward to: %w", err)
+	}
+	conn, derr := m.mux.Dial(ctx, leader, peer.ChannelAdmin)
+	if derr != nil {
+		return fmt.Errorf("forwarding to the leader %s: %w", leader, derr)
+	}
+	return admin.CallChannel(ctx, conn, req)
+}
+
+// join asks the cluster behind httpAddr (any member's --http) to add this node, until it
+// succeeds or ctx ends. A node that is already a member (it has a configuration) skips it.
+func join(ctx context.Context, log hclog.Logger, r *raftnode.Node, httpAddr, id, advertise string, secret []byte) {
+	if len(r.Servers()) > 0 {
+		log.Info("already a member: not joining again", "join", httpAddr)
+		return
+	}
+	body, _ := json.Marshal(admin.AddRequest{ID: id, Addr: advertise})
+	for wait := time.Second; ; wait = min(2*wait, 10*time.Second) {
+		err := postSigned(ctx, "http://"+httpAddr+"/v1/peers", body, secret)
+		if err == nil {
+			log.Info("joined the cluster", "via", httpAddr, "id", id, "addr", advertise)
+			return
+		}
+		log.Warn("join failed; retrying", "via", httpAddr, "error", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if len(r.Servers()) > 0 {
+			return // added meanwhile (an earlier attempt got through)
+		}
+	}
+}
