@@ -9,7 +9,9 @@ BENCH_PORT   ?= 17400
 BENCH_POINTS ?= 1:1 16:16 64:64 16:1
 BENCH_ARGS   ?= --duration 5s --warmup 1s
 
-.PHONY: build run test test-short bench microbench fuzz lint clean
+CLUSTER_DIR ?= /tmp/latch-cluster
+
+.PHONY: build run cluster test test-short bench microbench fuzz lint clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/latch
@@ -17,6 +19,21 @@ build:
 ## run: a single-mode server on 127.0.0.1:7400 (protocol) and 127.0.0.1:7402 (health, metrics).
 run: build
 	./$(BIN) server --listen 127.0.0.1:7400 --http 127.0.0.1:7402
+
+## cluster: a three-node cluster on loopback (clients on 127.0.0.1:7410-7412, peers on
+## 7420-7422, HTTP on 7430-7432), data in CLUSTER_DIR; Ctrl-C stops all three by PID.
+cluster: build
+	@mkdir -p $(CLUSTER_DIR); ic="n1=127.0.0.1:7420,n2=127.0.0.1:7421,n3=127.0.0.1:7422"; pids=""; \
+	trap 'kill $$pids 2>/dev/null; wait $$pids 2>/dev/null' EXIT INT TERM; \
+	for i in 0 1 2; do \
+		./$(BIN) server --mode cluster --id n$$((i+1)) --data-dir $(CLUSTER_DIR)/n$$((i+1)) \
+			--listen 127.0.0.1:741$$i --raft-addr 127.0.0.1:742$$i --http 127.0.0.1:743$$i \
+			--initial-cluster $$ic 2>>$(CLUSTER_DIR)/n$$((i+1)).log & pids="$$pids $$!"; \
+	done; \
+	echo "three nodes up (logs in $(CLUSTER_DIR)); try:"; \
+	echo "  $(BIN) status --http 127.0.0.1:7430"; \
+	echo "  $(BIN) acquire --servers 127.0.0.1:7410,127.0.0.1:7411,127.0.0.1:7412 --lease 30s demo"; \
+	echo "Ctrl-C stops them"; wait
 
 ## test: every package with the race detector; cluster and process tests start their own servers.
 test:
