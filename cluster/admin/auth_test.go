@@ -48,8 +48,16 @@ func TestSignatures(t *testing.T) {
 		{"unsigned", func() *http.Request { r, _ := http.NewRequest("POST", "http://x/v1/peers", nil); return r }(), body, ErrUnsigned},
 		{"wrong secret", signed(t, []byte(strings.Repeat("x", 32)), "POST", "/v1/peers", body, now), body, ErrBadSignature},
 		{"changed body", signed(t, newS, "POST", "/v1/peers", body, now), []byte(`{"id":"evil"}`), ErrBadSignature},
-		{"changed method", func() *http.Request { r := signed(t, newS, "POST", "/v1/peers", body, now); r.Method = "DELETE"; return r }(), body, ErrBadSignature},
-		{"changed path", func() *http.Request { r := signed(t, newS, "POST", "/v1/peers", body, now); r.URL.Path = "/v1/peers/n1"; return r }(), body, ErrBadSignature},
+		{"changed method", func() *http.Request {
+			r := signed(t, newS, "POST", "/v1/peers", body, now)
+			r.Method = "DELETE"
+			return r
+		}(), body, ErrBadSignature},
+		{"changed path", func() *http.Request {
+			r := signed(t, newS, "POST", "/v1/peers", body, now)
+			r.URL.Path = "/v1/peers/n1"
+			return r
+		}(), body, ErrBadSignature},
 		{"too old", signed(t, newS, "POST", "/v1/peers", body, now.Add(-31*time.Second)), body, ErrStale},
 		{"from the future", signed(t, newS, "POST", "/v1/peers", body, now.Add(31*time.Second)), body, ErrStale},
 	}

@@ -22,6 +22,9 @@ type Config struct {
 	Logger hclog.Logger
 	// Metrics records connections and frame errors. Nil: the node's own are not shared.
 	Metrics *cluster.Metrics
+	// Router forwards acquires and releases while the local node is not the leader (cluster
+	// mode). Nil: the node decides every request (single mode).
+	Router Router
 }
 
 // DefaultMaxConns is the connection limit when none is configured.

@@ -13,6 +13,11 @@
 // begun must end within wire.ProgressTimeout of the read that brought its first byte; idle time
 // between frames is not limited.
 //
+// Cluster mode: while Config.Router says the node is not the leader, a session hands each
+// checked acquire and release to the Router (cluster/forward) instead of the node; pings stay
+// local. ServePeer runs a follower's forward link as a session that starts ready (the peer
+// port authenticated it) and never forwards again.
+//
 // The package must never decide lock semantics (the node does) or parse bytes by hand (wire
 // does), and never holds a lock while calling into the node.
 package server

@@ -25,6 +25,10 @@ func (ss *session) handle(r *wire.Request, readAt time.Time) wire.Reason {
 		ss.Reply(wire.Response{Op: wire.OpError, Owner: r.Owner, Reason: reason})
 		return ""
 	}
+	if rt := ss.srv.cfg.Router; rt != nil && r.Op != wire.OpPing && !rt.Local() {
+		ss.route(rt, r, readAt)
+		return ""
+	}
 	switch r.Op {
 	case wire.OpAcquire:
 		ss.srv.node.Acquire(ss.conn, r.Owner, r.Key, r.Wait, r.Lease, readAt)
@@ -34,6 +38,19 @@ func (ss *session) handle(r *wire.Request, readAt time.Time) wire.Reason {
 		ss.Reply(wire.Response{Op: wire.OpPing, Owner: r.Owner})
 	}
 	return ""
+}
+
+// route hands a checked acquire or release to the router while this node is not the leader.
+// A peer session (a request that was forwarded once already) is never forwarded again: the
+// node it reached is no longer the leader, so it answers E unavailable (never applied; the
+// follower's client may retry) instead of starting a chain or a loop of hops.
+func (ss *session) route(rt Router, r *wire.Request, readAt time.Time) {
+	if ss.peer {
+		ss.srv.m.FrameError(wire.ReasonUnavailable)
+		ss.Reply(wire.Response{Op: wire.OpError, Owner: r.Owner, Reason: wire.ReasonUnavailable})
+		return
+	}
+	rt.Forward(r, readAt, ss)
 }
 
 // hello answers the client's H. With secrets configured the answer asks for a proof.

@@ -82,8 +82,21 @@ func (s *Server) Serve(ln net.Listener) error {
 			go refuse(nc)
 			continue
 		}
-		s.start(nc)
+		s.start(nc, false)
 	}
+}
+
+// ServePeer serves one connection from the forward channel of the peer port: a follower's
+// link to this node. The peer port has authenticated it already, so there is no handshake:
+// the session starts ready and is otherwise an ordinary session (decoding, admission,
+// waiters, coalesced replies, progress timeout, write stall). Peer sessions do not count
+// against MaxConns or the connections gauge; Shutdown ends them like client sessions.
+// ServePeer returns at once; after Shutdown it closes nc and returns ErrServerClosed.
+func (s *Server) ServePeer(nc net.Conn) error {
+	if !s.start(nc, true) {
+		return ErrServerClosed
+	}
+	return nil
 }
 
 // refuse tells a connection over the limit to go elsewhere and closes it.
@@ -93,28 +106,35 @@ func refuse(nc net.Conn) {
 	lingerClose(nc)
 }
 
-func (s *Server) start(nc net.Conn) {
-	ss := newSession(s, nc)
+// start runs a session for nc, unless the server is shutting down (then nc is closed and
+// start reports false). A peer session is not counted as a client connection.
+func (s *Server) start(nc net.Conn, peer bool) bool {
+	ss := newSession(s, nc, peer)
 	s.mu.Lock()
 	if s.closing.Load() {
 		s.mu.Unlock()
 		nc.Close()
-		return
+		return false
 	}
 	s.sessions[ss] = struct{}{}
 	s.wg.Add(2)
 	s.mu.Unlock()
-	s.active.Add(1)
-	s.m.Connections.Inc()
+	if !peer {
+		s.active.Add(1)
+		s.m.Connections.Inc()
+	}
 	go ss.writeLoop()
 	go func() {
 		ss.run()
 		s.mu.Lock()
 		delete(s.sessions, ss)
 		s.mu.Unlock()
-		s.active.Add(-1)
-		s.m.Connections.Dec()
+		if !peer {
+			s.active.Add(-1)
+			s.m.Connections.Dec()
+		}
 	}()
+	return true
 }
 
 // Addr is the listener's address (nil before Serve).

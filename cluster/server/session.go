@@ -33,6 +33,9 @@ type session struct {
 	dec   *wire.Decoder
 	conn  *cluster.Conn
 	state state
+	// peer is set for a connection from ServePeer: requests forwarded by a follower over an
+	// authenticated peer link. It starts ready (no handshake) and never forwards again.
+	peer  bool
 	nonce [wire.NonceSize]byte // the client's hello nonce
 	sn    [wire.NonceSize]byte // ours
 	// lastOwner is the owner of the request frame that ended the handshake early.
@@ -53,16 +56,20 @@ type session struct {
 	done    chan struct{}
 }
 
-func newSession(srv *Server, nc net.Conn) *session {
+func newSession(srv *Server, nc net.Conn, peer bool) *session {
 	ss := &session{
 		srv:     srv,
 		nc:      nc,
+		peer:    peer,
 		dec:     wire.NewRequestDecoder(),
 		pending: make([]wire.Response, 0, wire.ReplyBatch),
 		spare:   make([]wire.Response, 0, wire.ReplyBatch),
 		wbuf:    make([]byte, 0, wire.ReplyBatch*wire.MaxFrame),
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
+	}
+	if peer {
+		ss.state = ready
 	}
 	ss.conn = srv.node.Attach(ss)
 	return ss
@@ -218,9 +225,11 @@ func lingerClose(nc net.Conn) {
 // readLoop reads and handles frames until the session must end. A non-empty reason is the
 // E to send before closing; why says what happened, for the log.
 func (ss *session) readLoop() (wire.Reason, string) {
-	ss.nc.SetReadDeadline(time.Now().Add(wire.HandshakeTimeout))
 	buf := make([]byte, wire.ReadBuffer)
-	deadline := true // a read deadline is set on the connection (the handshake's, at first)
+	deadline := ss.state != ready // a read deadline is set on the connection (the handshake's, at first)
+	if deadline {
+		ss.nc.SetReadDeadline(time.Now().Add(wire.HandshakeTimeout))
+	}
 	for {
 		n, err := ss.nc.Read(buf)
 		if n > 0 {

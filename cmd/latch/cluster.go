@@ -17,9 +17,12 @@ import (
 
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/forward"
 	"github.com/latchd/latch/cluster/peer"
 	"github.com/latchd/latch/cluster/raftnode"
+	"github.com/latchd/latch/cluster/server"
 	"github.com/latchd/latch/fsm"
+	"github.com/latchd/latch/wire"
 )
 
 // clusterFlags are the server flags that only cluster mode reads.
@@ -69,8 +72,9 @@ func (a advertised) String() string  { return string(a) }
 // node is built before raft (raft's leadership hooks call it), so the raft node and its FSM
 // are bound once they exist; a Submit before that is answered "not applied".
 type lateRaft struct {
-	r   atomic.Pointer[raftnode.Node]
-	fsm atomic.Pointer[fsm.FSM]
+	r       atomic.Pointer[raftnode.Node]
+	fsm     atomic.Pointer[fsm.FSM]
+	leading atomic.Bool // between OnLeader and OnFollower: sessions decide locally
 }
 
 var errNotStarted = errors.New("raft is not started yet")
@@ -108,6 +112,72 @@ type clusterParts struct {
 	raft     *raftnode.Node
 	adv      string
 	stopJoin context.CancelFunc
+	late     *lateRaft
+	link     *forward.Link
+	done     chan struct{} // closed by stop: ends the leader watch
+}
+
+// router sends a follower's acquires and releases to the leader (server.Router).
+type router struct {
+	late *lateRaft
+	link *forward.Link
+}
+
+func (r router) Local() bool { return r.late.leading.Load() }
+
+func (r router) Forward(req *wire.Request, readAt time.Time, out cluster.Replier) {
+	r.link.Forward(req, readAt, out)
+}
+
+// forwarding starts the follower side (a link to the leader's forward channel, kept pointed
+// at raft's current leader) and the leader side (forwarded connections served as sessions).
+func (p *clusterParts) forwarding(log hclog.Logger, node *cluster.Node) (server.Router, error) {
+	fcfg := forward.DefaultConfig()
+	fcfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
+		return p.mux.Dial(ctx, addr, peer.ChannelForward)
+	}
+	fcfg.Now, fcfg.Logger = node.Now, log.Named("forward")
+	link, err := forward.NewLink(fcfg)
+	if err != nil {
+		return nil, err
+	}
+	p.link = link
+	go func() {
+		t := time.NewTicker(leaderPoll)
+		defer t.Stop()
+		last := "\x00"
+		for {
+			_, addr := p.raft.Leader()
+			if addr != last {
+				link.SetLeader(addr)
+				last = addr
+			}
+			select {
+			case <-p.done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return router{late: p.late, link: link}, nil
+}
+
+// leaderPoll is how often a node looks whether raft's leader changed, for forwarding.
+const leaderPoll = 50 * time.Millisecond
+
+// serveForwarded runs every connection of the peer port's forward channel as a session of
+// srv (no handshake: the peer port authenticated it).
+func (p *clusterParts) serveForwarded(srv *server.Server) {
+	ln := p.mux.Listener(peer.ChannelForward)
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		if srv.ServePeer(nc) != nil {
+			return
+		}
+	}
 }
 
 // startCluster opens the peer port and the raft node behind a cluster-mode node.
@@ -151,8 +221,12 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, node *clus
 	rcfg.OnLeader = func(f *fsm.FSM) {
 		late.fsm.Store(f)
 		node.Lead()
+		late.leading.Store(true)
 	}
-	rcfg.OnFollower = node.Follow
+	rcfg.OnFollower = func() {
+		late.leading.Store(false)
+		node.Follow()
+	}
 	r, err := raftnode.Open(rcfg)
 	if err != nil {
 		stream.Close()
@@ -161,7 +235,7 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, node *clus
 	}
 	late.r.Store(r)
 	late.fsm.Store(r.FSM())
-	parts := &clusterParts{mux: mux, raft: r, adv: adv}
+	parts := &clusterParts{mux: mux, raft: r, adv: adv, late: late, done: make(chan struct{})}
 	go admin.ServeChannel(mux.Listener(peer.ChannelAdmin), membership{r: r, mux: mux}, log.Named("admin"))
 	if j := c.String("join"); j != "" {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -179,6 +253,10 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, node *clus
 func (p *clusterParts) stop(ctx context.Context) error {
 	if p.stopJoin != nil {
 		p.stopJoin()
+	}
+	close(p.done)
+	if p.link != nil {
+		p.link.Close()
 	}
 	err := p.raft.Shutdown(ctx)
 	p.mux.Close()

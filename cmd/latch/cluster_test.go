@@ -193,3 +193,36 @@ func TestClusterRestartKeepsLocksAndCounter(t *testing.T) {
 		}
 	}
 }
+
+func TestClusterFollowersForward(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes; skipped with -short")
+	}
+	t.Parallel()
+	tc := startTestCluster(t, 3)
+	l := tc.leader()
+	var followers []*wiretest.Conn
+	for i, p := range tc.procs {
+		if i == l {
+			continue
+		}
+		c := wiretest.Dial(t, p.listen)
+		c.Hello(t, nil)
+		followers = append(followers, c)
+	}
+	a, b := followers[0], followers[1]
+	tok := a.Do(t, wiretest.Acquire(7, 0, 30, "via/follower")).Token
+	if tok == 0 {
+		t.Fatal("no grant through a follower")
+	}
+	// The other follower's client queues on the leader behind it, FIFO, and is granted
+	// when the first releases (both through followers, same owner values on purpose).
+	b.Raw(t, wiretest.Acquire(7, 20, 30, "via/follower"))
+	b.ExpectSilent(t, 300*time.Millisecond)
+	a.Raw(t, wiretest.Release(8, tok, "via/follower"))
+	a.ExpectOp(t, wire.OpRelease, 8)
+	if got := b.ExpectGrant(t, 7); got <= tok {
+		t.Fatalf("token %d after %d", got, tok)
+	}
+	a.Alive(t, 9) // pings are answered by the follower itself
+}

@@ -108,14 +108,23 @@ func runServer(c *cli.Context) error {
 			return err
 		}
 	}
-	srv, err := server.New(server.Config{
+	scfg := server.Config{
 		Secrets:  secrets,
 		MaxConns: c.Int("max-conns"),
 		Logger:   log.Named("server"),
 		Metrics:  metrics,
-	}, node)
+	}
+	if parts != nil {
+		if scfg.Router, err = parts.forwarding(log, node); err != nil {
+			return err
+		}
+	}
+	srv, err := server.New(scfg, node)
 	if err != nil {
 		return err
+	}
+	if parts != nil {
+		go parts.serveForwarded(srv)
 	}
 
 	ln, err := net.Listen("tcp", listen)

@@ -1,0 +1,196 @@
+package forward
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/wire"
+)
+
+// conn is one connection to a leader's forward channel and the requests in flight on it.
+type conn struct {
+	nc     net.Conn
+	leader string
+
+	mu       sync.Mutex
+	inflight map[uint64]*entry // by link-local owner: written (or being written), unanswered
+	draining bool              // the leader changed: no new requests, close when inflight empties
+	dead     bool              // closed: every entry it had has been answered
+}
+
+func newConn(nc net.Conn, leader string) *conn {
+	return &conn{nc: nc, leader: leader, inflight: make(map[uint64]*entry)}
+}
+
+// delivery is one answer on its way to a session.
+type delivery struct {
+	out cluster.Replier
+	r   wire.Response
+}
+
+// read is c's reader goroutine: it matches each answer to its request by link owner and
+// relays it with the client's owner, until the connection fails or, after a leader change,
+// has nothing left in flight.
+func (l *Link) read(c *conn) {
+	defer l.wg.Done()
+	dec := wire.NewResponseDecoder()
+	buf := make([]byte, wire.ReadBuffer)
+	var ds []delivery
+	for {
+		n, err := c.nc.Read(buf)
+		why := ""
+		if n > 0 {
+			ds, why = c.match(dec, buf[:n], ds[:0])
+			for _, d := range ds {
+				d.out.Reply(d.r)
+			}
+			clear(ds) // keep no session alive from here
+		}
+		if why == "" && err != nil {
+			why = "read failed: " + err.Error()
+			if errors.Is(err, io.EOF) {
+				why = "the leader closed the connection"
+			}
+		}
+		if why != "" {
+			l.fail(c, why, nil)
+			return
+		}
+		if c.drained() {
+			l.retire(c)
+			return
+		}
+	}
+}
+
+// match decodes the answers in p and takes their requests out of flight. A non-empty why
+// means the stream can no longer be trusted (a malformed frame, an E with owner 0 or one
+// that closes, an answer no request in flight can get): the connection must fail.
+func (c *conn) match(dec *wire.Decoder, p []byte, ds []delivery) ([]delivery, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(p) > 0 {
+		used, done, err := dec.Decode(p)
+		p = p[used:]
+		if err != nil {
+			return ds, "the leader sent a malformed frame: " + err.Error()
+		}
+		if !done {
+			continue
+		}
+		r := dec.Response()
+		if r.Owner == 0 || r.Op == wire.OpError && r.Reason.Closes() {
+			return ds, fmt.Sprintf("the leader sent %v owner %d %s: the connection is broken", r.Op, r.Owner, r.Reason)
+		}
+		e := c.inflight[r.Owner]
+		if e == nil || !answers(e.op, r.Op) {
+			return ds, fmt.Sprintf("the leader sent %v for owner %d, which no request in flight can get", r.Op, r.Owner)
+		}
+		delete(c.inflight, r.Owner)
+		a := *r
+		a.Owner = e.owner
+		ds = append(ds, delivery{out: e.out, r: a})
+	}
+	return ds, ""
+}
+
+// answers reports whether a request with op req can be answered with op resp (section 3.2).
+func answers(req, resp wire.Op) bool {
+	switch resp {
+	case wire.OpError:
+		return true
+	case wire.OpAcquire, wire.OpTimeout, wire.OpBusy:
+		return req == wire.OpAcquire
+	case wire.OpRelease, wire.OpNotHeld:
+		return req == wire.OpRelease
+	}
+	return false
+}
+
+// drained reports whether c is draining and has nothing left in flight.
+func (c *conn) drained() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.draining && !c.dead && len(c.inflight) == 0
+}
+
+// overdue reports whether a request in flight on c should have been answered by now.
+func (c *conn) overdue(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.inflight {
+		if now.After(e.answerBy) {
+			return true
+		}
+	}
+	return false
+}
+
+// drain stops new requests going to c (the leader changed) and closes it once its requests in
+// flight are answered: at once when there are none.
+func (l *Link) drain(c *conn) {
+	c.mu.Lock()
+	c.draining = true
+	idle := !c.dead && len(c.inflight) == 0
+	c.mu.Unlock()
+	if idle {
+		l.retire(c)
+	}
+}
+
+// retire closes c, which has nothing in flight.
+func (l *Link) retire(c *conn) {
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		return
+	}
+	c.dead = true
+	c.mu.Unlock()
+	c.nc.Close()
+	l.forget(c)
+	l.log.Debug("forward connection closed: nothing left in flight after a leader change", "leader", c.leader)
+}
+
+// fail closes c because it broke (or the link closes) and answers everything in flight on it
+// exactly once: E unavailable for the requests in unsent (their bytes never reached the
+// socket), E indeterminate for the others (they may have reached the leader and been
+// applied). Nothing is ever sent again.
+func (l *Link) fail(c *conn, why string, unsent []*entry) {
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		return
+	}
+	c.dead = true
+	var never []*entry
+	for _, e := range unsent {
+		if c.inflight[e.link] == e {
+			delete(c.inflight, e.link)
+			never = append(never, e)
+		}
+	}
+	lost := make([]*entry, 0, len(c.inflight))
+	for _, e := range c.inflight {
+		lost = append(lost, e)
+	}
+	c.inflight = nil
+	c.mu.Unlock()
+	c.nc.Close()
+	l.forget(c)
+	slices.SortFunc(lost, func(a, b *entry) int { return cmp.Compare(a.link, b.link) })
+	if len(lost)+len(never) > 0 {
+		l.log.Warn("forward connection lost", "leader", c.leader, "why", why, "indeterminate", len(lost), "unavailable", len(never))
+	} else {
+		l.log.Debug("forward connection closed", "leader", c.leader, "why", why)
+	}
+	answer(never, wire.ReasonUnavailable)
+	answer(lost, wire.ReasonIndeterminate)
+}

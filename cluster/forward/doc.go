@@ -1,0 +1,43 @@
+// Package forward is the follower half of request forwarding in cluster mode (PROTOCOL.md
+// section 7, "Cluster mode"; cluster/DESIGN.md, "Forwarding"): a Link carries the acquires
+// and releases that clients send to a follower over one pipelined connection to the leader's
+// forward channel, and relays each answer to the session that asked.
+//
+// The forward channel speaks latch/1 frames (PROTOCOL.md section 3) with no hello or proof:
+// the peer port (cluster/peer) has authenticated the connection before handing it over. The
+// leader serves it as an ordinary session that starts ready (server.Server.ServePeer), so
+// decoding, admission, FIFO waiters and timeouts are the leader's own code path. Waiters
+// live on the leader only.
+//
+// What the package owns:
+//   - one connection at a time to the current leader (SetLeader), dialled through the
+//     caller's Config.Dial, with one writer that coalesces frames and one reader per
+//     connection;
+//   - link-local owners: every request written gets a fresh non-zero owner, so clients of
+//     the follower that use the same owner values never see each other's answers; each
+//     answer is relayed with the client's own owner;
+//   - re-stamping an acquire's wait, just before it is written, with the time left since
+//     the follower read the frame, rounded up to whole seconds: never shorter than the
+//     client asked, never restarted by a queue or a dial; 0 stays 0;
+//   - honest outcomes. A request that was definitely not written (no leader known, dial
+//     failed, queue full, link closed, time used up while queued) is answered E unavailable.
+//     One that may have been written, whose connection then failed or whose answer is
+//     overdue, is answered E indeterminate. Every answer the leader sends (A, T, B, R, N,
+//     E reason) is relayed unchanged but for the owner. A stream that can no longer be
+//     trusted (an E with owner 0, an answer no request in flight can get, a malformed frame)
+//     fails the connection.
+//
+// A request queued past the end of its wait is answered E unavailable, not T: T says the key
+// was held by another when the wait ran out, and the follower never asked the leader, so it
+// cannot know that. E unavailable (definitely not applied) is what it does know; the official
+// client, past its deadline, turns it into the same Timeout it would have returned for T.
+//
+// What it must never do: decide lock semantics (only the leader answers A, T, B, R or N),
+// send anything twice or again after it may have been written (a lost connection makes its
+// requests indeterminate, never retried), block a session on the network, or keep a
+// reference to a request's decoder buffer after Forward returns.
+//
+// The follower's client connection closing leaves its requests on the leader (there is no
+// way to cancel one in latch/1); their answers are dropped by the session's Replier, and the
+// link forgets them when they arrive or their connection fails.
+package forward

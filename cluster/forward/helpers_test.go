@@ -1,0 +1,330 @@
+package forward_test
+
+// Tests of forwarding over real TCP on 127.0.0.1. A "leader" is a single-mode node and server
+// that also serves a plain TCP listener through ServePeer (standing in for the forward channel
+// of cluster/peer). A "follower" is another node and server whose Router is never local and
+// forwards through a forward.Link dialling the leader's listener. Clients talk to the follower
+// with wiretest, byte by byte.
+//
+// Timing: upper bounds are generous (shared, noisy machines); lower bounds only where the
+// protocol forbids an early answer (a wait never runs out early).
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.uber.org/goleak"
+
+	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/forward"
+	"github.com/latchd/latch/cluster/server"
+	"github.com/latchd/latch/wire"
+	"github.com/latchd/latch/wire/wiretest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// member is a node and its server on 127.0.0.1; a leader also has a forward listener.
+type member struct {
+	node *cluster.Node
+	srv  *server.Server
+	addr string // the client port
+	peer string // the forward listener (leaders only)
+}
+
+// startMember starts a node (with its sweep) and a server with router on 127.0.0.1:0, and
+// with peer also a listener that serves every connection with ServePeer. Everything stops
+// when the test ends.
+func startMember(t *testing.T, name string, cfg cluster.Config, router server.Router, peer bool) *member {
+	t.Helper()
+	log := testLogger(t).Named(name)
+	cfg.Logger = log.Named("node")
+	node, err := cluster.NewNode(cfg)
+	if err != nil {
+		t.Fatalf("NewNode: %v", err)
+	}
+	ran := make(chan struct{})
+	go func() { node.Run(); close(ran) }()
+	srv, err := server.New(server.Config{Logger: log.Named("server"), Router: router}, node)
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	ln := listen(t)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	m := &member{node: node, srv: srv, addr: ln.Addr().String()}
+	var pln net.Listener
+	accepted := make(chan struct{})
+	if peer {
+		pln = listen(t)
+		m.peer = pln.Addr().String()
+		go func() {
+			defer close(accepted)
+			for {
+				nc, err := pln.Accept()
+				if err != nil {
+					return
+				}
+				if err := srv.ServePeer(nc); err != nil && !errors.Is(err, server.ErrServerClosed) {
+					t.Errorf("ServePeer: %v", err)
+				}
+			}
+		}()
+	} else {
+		close(accepted)
+	}
+	t.Cleanup(func() {
+		if pln != nil {
+			pln.Close()
+		}
+		<-accepted
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("%s: Shutdown: %v", name, err)
+		}
+		node.Close()
+		<-ran
+		if err := <-served; !errors.Is(err, server.ErrServerClosed) {
+			t.Errorf("%s: Serve returned %v", name, err)
+		}
+	})
+	return m
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	return ln
+}
+
+// startLeader starts a leader with default limits, or with cfg's when given.
+func startLeader(t *testing.T, cfg ...cluster.Config) *member {
+	t.Helper()
+	c := cluster.DefaultConfig()
+	if len(cfg) > 0 {
+		c = cfg[0]
+	}
+	return startMember(t, "leader", c, nil, true)
+}
+
+// viaLink is the follower's Router: never local, everything through the link.
+type viaLink struct{ link *forward.Link }
+
+func (viaLink) Local() bool { return false }
+
+func (r viaLink) Forward(req *wire.Request, readAt time.Time, out cluster.Replier) {
+	r.link.Forward(req, readAt, out)
+}
+
+// startFollower starts a follower that forwards through link.
+func startFollower(t *testing.T, link *forward.Link) *member {
+	t.Helper()
+	return startMember(t, "follower", cluster.DefaultConfig(), viaLink{link}, false)
+}
+
+// tcpDial is the plain TCP Config.Dial of the tests.
+func tcpDial(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// newLink returns a link dialling with plain TCP (unless edit replaces Dial), with leader set
+// when not empty. It is closed when the test ends, after the follower has shut down.
+func newLink(t *testing.T, leader string, edit ...func(*forward.Config)) *forward.Link {
+	t.Helper()
+	cfg := forward.DefaultConfig()
+	cfg.Dial = tcpDial
+	cfg.Logger = testLogger(t).Named("link")
+	for _, f := range edit {
+		f(&cfg)
+	}
+	l, err := forward.NewLink(cfg)
+	if err != nil {
+		t.Fatalf("NewLink: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if leader != "" {
+		l.SetLeader(leader)
+	}
+	return l
+}
+
+// cluster2 is a leader and a follower linked to it.
+type cluster2 struct {
+	leader, follower *member
+	link             *forward.Link
+}
+
+func startPair(t *testing.T, edit ...func(*forward.Config)) *cluster2 {
+	t.Helper()
+	ld := startLeader(t)
+	link := newLink(t, ld.peer, edit...)
+	return &cluster2{leader: ld, follower: startFollower(t, link), link: link}
+}
+
+// dial connects a client to m and makes the handshake.
+func (m *member) dial(t *testing.T) *wiretest.Conn {
+	t.Helper()
+	c := wiretest.Dial(t, m.addr)
+	c.Hello(t, nil)
+	return c
+}
+
+// waitWaiters polls until m's node has n waiters.
+func (m *member) waitWaiters(t *testing.T, n int) {
+	t.Helper()
+	eventually(t, 10*time.Second, "waiters", func() bool { return m.node.Stats().Waiters == n })
+}
+
+// idle polls until the link has nothing queued or in flight.
+func idle(t *testing.T, l *forward.Link) {
+	t.Helper()
+	eventually(t, 10*time.Second, "link idle", func() bool {
+		st := l.Stats()
+		return st.Queued == 0 && st.InFlight == 0
+	})
+}
+
+// untouched fails unless the follower's own lock table never granted anything.
+func (m *member) untouched(t *testing.T) {
+	t.Helper()
+	if st := m.node.Stats(); st.Keys != 0 || st.LastToken != 0 || st.Waiters != 0 || st.Pending != 0 {
+		t.Fatalf("follower node decided something itself: %+v", st)
+	}
+}
+
+// eventually polls cond every 5 ms until it holds, and fails the test after within.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within %v", what, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// between fails the test unless lo <= d <= hi.
+func between(t *testing.T, what string, d, lo, hi time.Duration) {
+	t.Helper()
+	if d < lo || d > hi {
+		t.Fatalf("%s after %v, want between %v and %v", what, d.Round(time.Millisecond), lo, hi)
+	}
+}
+
+func errResp(owner uint64, reason wire.Reason) wire.Response {
+	return wire.Response{Op: wire.OpError, Owner: owner, Reason: reason}
+}
+
+// fake is a scripted stand-in for a leader's forward listener: handle runs for each
+// connection in its own goroutine and may do anything with it. Connections and the
+// listener are closed when the test ends.
+type fake struct {
+	addr  string
+	ln    net.Listener
+	dials atomic.Int32
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func startFake(t *testing.T, handle func(nc net.Conn)) *fake {
+	t.Helper()
+	f := &fake{ln: listen(t)}
+	f.addr = f.ln.Addr().String()
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		for {
+			nc, err := f.ln.Accept()
+			if err != nil {
+				return
+			}
+			f.dials.Add(1)
+			f.mu.Lock()
+			f.conns = append(f.conns, nc)
+			f.mu.Unlock()
+			f.wg.Add(1)
+			go func() {
+				defer f.wg.Done()
+				handle(nc)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		f.ln.Close()
+		f.mu.Lock()
+		for _, nc := range f.conns {
+			nc.Close()
+		}
+		f.mu.Unlock()
+		f.wg.Wait()
+	})
+	return f
+}
+
+// readRequests decodes request frames from nc and calls each with a copy of every one, until
+// each returns false or the connection ends.
+func readRequests(nc net.Conn, each func(r wire.Request) bool) {
+	dec := wire.NewRequestDecoder()
+	buf := make([]byte, 4096)
+	for {
+		n, err := nc.Read(buf)
+		p := buf[:n]
+		for len(p) > 0 {
+			used, done, derr := dec.Decode(p)
+			p = p[used:]
+			if derr != nil {
+				return
+			}
+			if done {
+				r := *dec.Request()
+				r.Key = append([]byte(nil), r.Key...)
+				if !each(r) {
+					return
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// logWriter sends hclog lines to t.Log until the test ends.
+type logWriter struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func testLogger(t *testing.T) hclog.Logger {
+	w := &logWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return hclog.New(&hclog.LoggerOptions{Name: "latch", Level: hclog.Debug, Output: w})
+}
