@@ -221,6 +221,9 @@ func (n *Node) propose() {
 			return
 		}
 		k := packLen(buf[pos:], n.cfg.MaxBatch)
+		if k == 0 { // a group over MaxBatch: SubmitGroup rejects those, but never spin
+			k = buf[pos].group
+		}
 		props := append([]proposal(nil), buf[pos:pos+k]...)
 		clear(buf[pos : pos+k])
 		pos += k
