@@ -162,6 +162,18 @@ func (p *clusterParts) forwarding(log hclog.Logger, node *cluster.Node) (server.
 	return router{late: p.late, link: link}, nil
 }
 
+// ready is nil when this node can serve clients: raft is ready and, on a follower, the
+// forwarding link points at the leader (it learns it within one leaderPoll of raft).
+func (p *clusterParts) ready() error {
+	if err := p.raft.Ready(); err != nil {
+		return err
+	}
+	if !p.late.leading.Load() && p.link != nil && p.link.Stats().Leader == "" {
+		return errors.New("forwarding does not know the leader yet")
+	}
+	return nil
+}
+
 // leaderPoll is how often a node looks whether raft's leader changed, for forwarding.
 const leaderPoll = 50 * time.Millisecond
 

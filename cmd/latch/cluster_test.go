@@ -76,13 +76,32 @@ func (tc *testCluster) leader(skip ...int) int {
 				found = i
 			}
 		}
-		if found >= 0 {
+		if found >= 0 && tc.allReady(skip) {
 			return found
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	tc.t.Fatal("no leader within 30 s")
 	return -1
+}
+
+// allReady reports whether every live node answers /readyz with 200 (a follower is ready
+// once it forwards to the leader).
+func (tc *testCluster) allReady(skip []int) bool {
+	for i, p := range tc.procs {
+		if p == nil || contains(skip, i) {
+			continue
+		}
+		select {
+		case <-p.exited:
+			continue
+		default:
+		}
+		if code, _ := httpGetQuiet(p.http + "/readyz"); code != 200 {
+			return false
+		}
+	}
+	return true
 }
 
 func contains(xs []int, x int) bool {
@@ -225,4 +244,143 @@ func TestClusterFollowersForward(t *testing.T) {
 		t.Fatalf("token %d after %d", got, tok)
 	}
 	a.Alive(t, 9) // pings are answered by the follower itself
+}
+
+func (tc *testCluster) leading(i int) bool {
+	_, body := httpGetQuiet(tc.procs[i].http + "/metrics")
+	return strings.Contains(body, "\nlatch_leading 1\n")
+}
+
+// TestClusterFrozenLeaderGrantsNothingStale stops the leader (SIGSTOP) past the election
+// timeout, lets the others elect a leader and move the lock on, then resumes the old one:
+// it must not grant from its stale view, and every token stays above the new leader's.
+func TestClusterFrozenLeaderGrantsNothingStale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes; skipped with -short")
+	}
+	t.Parallel()
+	tc := startTestCluster(t, 3)
+	old := tc.leader()
+	c := wiretest.Dial(t, tc.procs[old].listen)
+	c.Hello(t, nil)
+	t1 := c.Do(t, wiretest.Acquire(1, 0, 60, "frozen")).Token
+
+	tc.procs[old].signal(t, syscall.SIGSTOP)
+	resumed := false
+	defer func() {
+		if !resumed {
+			tc.procs[old].signal(t, syscall.SIGCONT)
+		}
+	}()
+	nl := tc.leader(old)
+	n := wiretest.Dial(t, tc.procs[nl].listen)
+	n.Hello(t, nil)
+	n.Raw(t, wiretest.Acquire(2, 0, 30, "frozen"))
+	n.ExpectOp(t, wire.OpTimeout, 2) // the lock survived the failover
+	n.Raw(t, wiretest.Release(3, t1, "frozen"))
+	n.ExpectOp(t, wire.OpRelease, 3)
+	t2 := n.Do(t, wiretest.Acquire(4, 0, 60, "frozen")).Token
+	if t2 <= t1 {
+		t.Fatalf("token %d on the new leader, not above %d", t2, t1)
+	}
+
+	tc.procs[old].signal(t, syscall.SIGCONT)
+	resumed = true
+	// The resumed node's client connection: whatever it answers must agree with the new
+	// leader (the key is held by t2), never a grant from its stale view.
+	c.Raw(t, wiretest.Acquire(5, 0, 30, "frozen"))
+	switch r := c.Next(t); {
+	case r.Op == wire.OpAcquire:
+		t.Fatalf("the resumed old leader granted a held lock: %s", wiretest.Describe(r))
+	case r.Op == wire.OpTimeout, r.Op == wire.OpError && (r.Reason == wire.ReasonUnavailable || r.Reason == wire.ReasonIndeterminate):
+	default:
+		t.Fatalf("unexpected answer %s", wiretest.Describe(r))
+	}
+	// It steps down and then forwards: a free key gets a token above t2.
+	deadline := time.Now().Add(30 * time.Second)
+	for tc.leading(old) {
+		if time.Now().After(deadline) {
+			t.Fatal("the old leader still leads 30 s after it was resumed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := uint64(10); ; i++ {
+		c.Raw(t, wiretest.Acquire(i, 0, 30, "after/resume"))
+		r := c.Next(t)
+		if r.Op == wire.OpAcquire {
+			if r.Token <= t2 {
+				t.Fatalf("token %d after the resume, not above %d", r.Token, t2)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no grant through the resumed node: %s", wiretest.Describe(r))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestClusterMembershipThroughTheCLI grows a three-node cluster to five with --join (through
+// a follower's --http) and shrinks it with latch peers remove, serving throughout.
+func TestClusterMembershipThroughTheCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five processes; skipped with -short")
+	}
+	t.Parallel()
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte(strings.Repeat("k", 40)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tc := startTestCluster(t, 3, "--secret-file", secret)
+	l := tc.leader()
+	f := (l + 1) % 3
+	extra := freePorts(t, 2)
+	for i, addr := range extra {
+		id := fmt.Sprintf("n%d", 4+i)
+		p := startServer(t, nil, "--mode", "cluster", "--id", id, "--data-dir", filepath.Join(tc.dataDir, id),
+			"--raft-addr", addr, "--join", tc.procs[f].http, "--secret-file", secret)
+		tc.procs = append(tc.procs, p)
+	}
+	members := func(via int) string {
+		_, out := run(t, nil, "peers", "list", "--http", tc.procs[via].http)
+		return out
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s within 30 s; members:\n%s", what, members(l))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	waitFor("five members", func() bool { return strings.Count(members(l), "voter") == 5 })
+
+	waitFor("n5 ready", func() bool { code, _ := httpGetQuiet(tc.procs[4].http + "/readyz"); return code == 200 })
+	c := wiretest.Dial(t, tc.procs[4].listen) // a joined node serves (forwarding)
+	c.Hello(t, []byte(strings.Repeat("k", 40)))
+	if r := c.Do(t, wiretest.Acquire(1, 0, 30, "grown")); r.Op != wire.OpAcquire {
+		t.Fatalf("no grant through a joined node: %s", wiretest.Describe(r))
+	}
+
+	// Unsigned changes are refused; signed ones go through any node to the leader.
+	if code, out := run(t, nil, "peers", "remove", "--http", tc.procs[f].http, "--id", "n4"); code == 0 || !strings.Contains(out, "secret") {
+		t.Fatalf("unsigned remove: exit %d, %q", code, out)
+	}
+	if code, out := run(t, nil, "peers", "remove", "--http", tc.procs[f].http, "--id", "n4", "--secret-file", secret); code != 0 {
+		t.Fatalf("peers remove: exit %d, %q", code, out)
+	}
+	waitFor("n4 removed", func() bool { return !strings.Contains(members(l), "n4") && strings.Count(members(l), "voter") == 4 })
+	if code, out := run(t, nil, "peers", "remove", "--http", tc.procs[l].http, "--id", "nope", "--secret-file", secret); code == 0 || !strings.Contains(out, "404") {
+		t.Fatalf("removing an unknown member: exit %d, %q", code, out)
+	}
+	c.Raw(t, wiretest.Acquire(2, 0, 30, "shrunk"))
+	if r := c.Next(t); r.Op != wire.OpAcquire {
+		t.Fatalf("after the removal: %s", wiretest.Describe(r))
+	}
+	code, out := run(t, nil, "status", "--http", tc.procs[4].http)
+	if code != 0 || !strings.Contains(out, "role") || !strings.Contains(out, "last token") {
+		t.Fatalf("latch status: exit %d, %q", code, out)
+	}
 }

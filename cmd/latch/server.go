@@ -141,7 +141,7 @@ func runServer(c *cli.Context) error {
 			return errors.New("shutting down")
 		}
 		if parts != nil {
-			return parts.raft.Ready()
+			return parts.ready()
 		}
 		return nil
 	}
