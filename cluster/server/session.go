@@ -214,10 +214,10 @@ func (ss *session) close() {
 // sends for up to lingerTimeout: closing with unread input would make the kernel send a reset,
 // which can destroy the last reply before the client reads it.
 func lingerClose(nc net.Conn) {
-	if tc, ok := nc.(*net.TCPConn); ok {
-		tc.CloseWrite()
-		tc.SetReadDeadline(time.Now().Add(lingerTimeout))
-		io.Copy(io.Discard, io.LimitReader(tc, 1<<20))
+	if hc, ok := nc.(interface{ CloseWrite() error }); ok { // TCP, and TLS over it
+		hc.CloseWrite()
+		nc.SetReadDeadline(time.Now().Add(lingerTimeout))
+		io.Copy(io.Discard, io.LimitReader(nc, 1<<20))
 	}
 	nc.Close()
 }

@@ -73,9 +73,13 @@ func benchAction(c *cli.Context) error {
 		return cli.Exit("latch bench: --duration plus --warmup is limited to one hour", exitUsage)
 	}
 	opts := client.AcquireOptions{Wait: c.Duration("wait"), Lease: c.Duration("lease")}
+	tc, err := clientTLS(c)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("latch bench: %v", err), exitUsage)
+	}
 	cls := make([]*client.Client, clients)
 	for i := range cls {
-		cl, err := client.New(client.Config{Servers: c.StringSlice("servers"), SecretFile: c.String("secret-file"), Conns: 1})
+		cl, err := client.New(client.Config{Servers: c.StringSlice("servers"), SecretFile: c.String("secret-file"), Conns: 1, TLS: tc})
 		if err != nil {
 			return cli.Exit(fmt.Sprintf("latch bench: %v", err), exitUsage)
 		}
@@ -83,7 +87,7 @@ func benchAction(c *cli.Context) error {
 		cls[i] = cl
 	}
 	pctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
-	err := cls[0].Ping(pctx)
+	err = cls[0].Ping(pctx)
 	cancel()
 	if err != nil {
 		return exitFor("bench", err)

@@ -41,6 +41,7 @@ func clientFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringSliceFlag{Name: "servers", Value: cli.NewStringSlice("127.0.0.1:7400"), Usage: "`ADDRS` of any latch nodes, comma separated", EnvVars: env("SERVERS")},
 		&cli.StringFlag{Name: "secret-file", Usage: "`FILE` whose first line is the secret to prove", EnvVars: env("SECRET_FILE")},
+		&cli.StringFlag{Name: "tls-ca", Usage: "PEM `FILE` of the CA that signed the servers' certificates: connect with TLS", EnvVars: env("TLS_CA")},
 	}
 }
 
@@ -54,9 +55,14 @@ func acquireFlags(defaultBudget time.Duration) []cli.Flag {
 
 // newClient builds a client from the connection flags.
 func newClient(c *cli.Context) (*client.Client, error) {
+	tc, err := clientTLS(c)
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("latch %s: %v", c.Command.Name, err), exitUsage)
+	}
 	cl, err := client.New(client.Config{
 		Servers:    c.StringSlice("servers"),
 		SecretFile: c.String("secret-file"),
+		TLS:        tc,
 	})
 	if err != nil {
 		return nil, cli.Exit(fmt.Sprintf("latch %s: %s", c.Command.Name, strings.TrimPrefix(err.Error(), "latch: ")), exitUsage)

@@ -193,7 +193,7 @@ func (p *clusterParts) serveForwarded(srv *server.Server) {
 }
 
 // startCluster opens the peer port and the raft node behind a cluster-mode node.
-func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, node *cluster.Node, late *lateRaft, floor uint64) (*clusterParts, error) {
+func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg serverTLS, node *cluster.Node, late *lateRaft, floor uint64) (*clusterParts, error) {
 	id, dir := c.String("id"), c.String("data-dir")
 	if id == "" || dir == "" {
 		return nil, errors.New("cluster mode needs --id and --data-dir")
@@ -208,11 +208,15 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, node *clus
 	if c.String("join") != "" && (c.Bool("bootstrap") || len(initial) > 0) {
 		return nil, errors.New("--join excludes --bootstrap and --initial-cluster: a joining node gets its configuration from the cluster")
 	}
+	if err := server.CheckListen(c.String("raft-addr"), len(secrets) > 0 || tlsCfg.peer != nil, c.Bool("insecure")); err != nil {
+		return nil, fmt.Errorf("--raft-addr: %w (or give the peers mutual TLS with --tls-ca)", err)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
 	pcfg := peer.DefaultConfig()
 	pcfg.Secrets, pcfg.Logger = secrets, log.Named("peer")
+	pcfg.TLS, pcfg.ClientTLS = tlsCfg.peer, tlsCfg.dial
 	mux, err := peer.Listen(c.String("raft-addr"), pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("--raft-addr: %w", err)

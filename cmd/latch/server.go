@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -51,6 +52,7 @@ func serverCommand() *cli.Command {
 		Action: runServer,
 	}
 	cmd.Flags = append(cmd.Flags, clusterFlags()...)
+	cmd.Flags = append(cmd.Flags, tlsFlags()...)
 	return cmd
 }
 
@@ -79,6 +81,10 @@ func runServer(c *cli.Context) error {
 	if n := c.Int("max-conns"); n < 1 {
 		return fmt.Errorf("--max-conns %d: set it to at least 1", n)
 	}
+	tlsCfg, err := loadServerTLS(c)
+	if err != nil {
+		return err
+	}
 	listen := c.String("listen")
 	if err := server.CheckListen(listen, len(secrets) > 0, c.Bool("insecure")); err != nil {
 		return err
@@ -104,7 +110,7 @@ func runServer(c *cli.Context) error {
 	}
 	var parts *clusterParts
 	if mode == "cluster" {
-		if parts, err = startCluster(c, log, secrets, node, late, nodeCfg.TokenFloor); err != nil {
+		if parts, err = startCluster(c, log, secrets, tlsCfg, node, late, nodeCfg.TokenFloor); err != nil {
 			return err
 		}
 	}
@@ -130,6 +136,9 @@ func runServer(c *cli.Context) error {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
+	}
+	if tlsCfg.client != nil {
+		ln = tls.NewListener(ln, tlsCfg.client) // handshakes run in each session, inside its deadline
 	}
 	hln, err := net.Listen("tcp", c.String("http"))
 	if err != nil {
@@ -160,7 +169,7 @@ func runServer(c *cli.Context) error {
 	go func() { served <- srv.Serve(ln) }()
 	go func() { served <- hs.Serve(hln) }()
 	log.Info("latch serving", "mode", mode, "listen", ln.Addr().String(), "http", hln.Addr().String(),
-		"auth", len(secrets) > 0, "secrets", len(secrets), "token_floor", nodeCfg.TokenFloor, "version", version)
+		"auth", len(secrets) > 0, "secrets", len(secrets), "tls", tlsCfg.client != nil, "peer_mtls", tlsCfg.peer != nil, "token_floor", nodeCfg.TokenFloor, "version", version)
 
 	select {
 	case <-ctx.Done():

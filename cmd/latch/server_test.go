@@ -166,6 +166,7 @@ func TestBadFlagsSayWhatToDo(t *testing.T) {
 		{[]string{"--mode", "cluster"}, "--id and --data-dir"},
 		{[]string{"--mode", "cluster", "--id", "n1", "--data-dir", "/tmp/x", "--bootstrap", "--initial-cluster", "n1=127.0.0.1:1"}, "exclude each other"},
 		{[]string{"--mode", "cluster", "--id", "n1", "--data-dir", "/tmp/x", "--initial-cluster", "n1"}, "ID=ADDR"},
+		{[]string{"--mode", "cluster", "--id", "n1", "--data-dir", "/tmp/x", "--bootstrap", "--raft-addr", "0.0.0.0:0"}, "--raft-addr"},
 		{[]string{"extra-arg"}, "no arguments"},
 	}
 	for _, c := range cases {

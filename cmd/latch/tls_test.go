@@ -1,0 +1,97 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testPKI writes a CA and a certificate for 127.0.0.1 signed by it (usable as server and
+// client certificate) into dir, and returns the file names.
+func testPKI(t *testing.T, dir, name string) (ca, cert, key string) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name + " test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	leafKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leafTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "latch node"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, &leafKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(leafKey)
+	write := func(file, typ string, der []byte) string {
+		p := filepath.Join(dir, name+"-"+file)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	return write("ca.pem", "CERTIFICATE", caDER), write("cert.pem", "CERTIFICATE", leafDER), write("key.pem", "EC PRIVATE KEY", keyDER)
+}
+
+func TestClientPortTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca, cert, key := testPKI(t, dir, "a")
+	otherCA, _, _ := testPKI(t, dir, "b")
+	p := startServer(t, nil, "--tls-cert", cert, "--tls-key", key)
+	srv := "--servers=" + p.listen
+	if code, out := run(t, nil, "acquire", srv, "--tls-ca", ca, "tls/key"); code != 0 || !strings.HasPrefix(out, "token 1") {
+		t.Fatalf("acquire over TLS: exit %d, %q", code, out)
+	}
+	if code, out := run(t, nil, "acquire", srv, "--wait", "1s", "plain"); code == 0 {
+		t.Fatalf("a plain client was served by a TLS port: %q", out)
+	}
+	if code, out := run(t, nil, "acquire", srv, "--wait", "1s", "--tls-ca", otherCA, "wrong-ca"); code == 0 {
+		t.Fatalf("a client trusting another CA was served: %q", out)
+	}
+	for _, bad := range [][]string{{"--tls-cert", cert}, {"--tls-ca", ca}, {"--tls-cert", cert, "--tls-key", ca}} {
+		args := append([]string{"server", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, bad...)
+		if code, out := run(t, nil, args...); code == 0 || !strings.Contains(out, "--tls") {
+			t.Errorf("latch server %v: exit %d, %q; want a refusal naming the TLS flags", bad, code, out)
+		}
+	}
+}
+
+func TestClusterOverMutualTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes; skipped with -short")
+	}
+	t.Parallel()
+	ca, cert, key := testPKI(t, t.TempDir(), "cluster")
+	tc := startTestCluster(t, 3, "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca)
+	l := tc.leader()
+	f := (l + 1) % 3
+	code, out := run(t, nil, "acquire", "--servers="+tc.procs[f].listen, "--tls-ca", ca, "--json", "mtls/key")
+	if code != 0 || !strings.Contains(out, `"token":`) {
+		t.Fatalf("acquire through a follower (forwarded over mutual TLS): exit %d, %q", code, out)
+	}
+	if !strings.Contains(tc.procs[l].stderr.String(), `"peer_mtls":true`) {
+		t.Fatal("the leader did not report mutual TLS between peers")
+	}
+}
