@@ -13,13 +13,14 @@ import (
 	"context"
 	"errors"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchd/latch/cluster/clustertest"
 	"go.uber.org/goleak"
 
 	"github.com/latchd/latch/cluster"
@@ -303,28 +304,6 @@ func readRequests(nc net.Conn, each func(r wire.Request) bool) {
 	}
 }
 
-// logWriter sends hclog lines to t.Log until the test ends.
-type logWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
 func testLogger(t *testing.T) hclog.Logger {
-	w := &logWriter{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	return hclog.New(&hclog.LoggerOptions{Name: "latch", Level: hclog.Debug, Output: w})
+	return clustertest.Logger(t, "latch", hclog.Debug)
 }

@@ -16,12 +16,13 @@ import (
 	"io"
 	"math/big"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchd/latch/cluster/clustertest"
 	"go.uber.org/goleak"
 )
 
@@ -41,15 +42,7 @@ const slack = 5 * time.Second
 
 // testLogger sends hclog output to t.Log.
 func testLogger(t *testing.T) hclog.Logger {
-	t.Helper()
-	return hclog.New(&hclog.LoggerOptions{Name: "peer", Level: hclog.Debug, Output: tWriter{t}})
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
+	return clustertest.Logger(t, "peer", hclog.Debug)
 }
 
 // testConfig is DefaultConfig with secrets, a test logger and a short handshake timeout.

@@ -5,14 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
 	"github.com/hashicorp/raft"
+	"github.com/latchd/latch/cluster/clustertest"
 	"go.uber.org/goleak"
 
 	"github.com/latchd/latch/fsm"
@@ -37,28 +37,7 @@ const (
 // testLogger sends hclog output to t.Log until the test's cleanups are done (raft's
 // goroutines can log while they wind down, and t.Log after the test ends panics).
 func testLogger(t testing.TB) hclog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	return hclog.New(&hclog.LoggerOptions{Output: w, Level: hclog.Info})
-}
-
-type testWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
+	return clustertest.Logger(t, "", hclog.Info)
 }
 
 // tnode is one node of a test cluster: its identity and directory survive restarts.

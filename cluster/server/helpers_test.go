@@ -15,12 +15,13 @@ import (
 	"net"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchd/latch/cluster/clustertest"
 	"go.uber.org/goleak"
 
 	"github.com/latchd/latch/cluster"
@@ -221,29 +222,8 @@ func errResp(owner uint64, reason wire.Reason) wire.Response {
 
 // logWriter sends hclog lines to t.Log until the test ends; later lines (from goroutines that
 // outlive the test by a moment) are dropped rather than panicking.
-type logWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
 // testLogger returns an hclog logger writing into t.Log. Call it before registering other
 // cleanups, so that it is silenced last.
 func testLogger(t *testing.T) hclog.Logger {
-	w := &logWriter{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	return hclog.New(&hclog.LoggerOptions{Name: "latch", Level: hclog.Debug, Output: w})
+	return clustertest.Logger(t, "latch", hclog.Debug)
 }
