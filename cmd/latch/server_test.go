@@ -67,8 +67,12 @@ func TestEnvironmentSetsFlags(t *testing.T) {
 	// 9 of 10 keys (LATCH_MAX_KEYS=10) closes the keys gate.
 	c.Raw(t, wiretest.Acquire(50, 0, 30, "new"))
 	c.ExpectOp(t, wire.OpBusy, 50)
-	if !strings.Contains(p.stderr.String(), `"@level":"debug"`) {
-		t.Errorf("LATCH_LOG_LEVEL=debug did not enable debug lines:\n%s", p.stderr.String())
+	// The connection's debug line is written by the server's own goroutine: poll for it.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.stderr.String(), `"@level":"debug"`); {
+		if time.Now().After(deadline) {
+			t.Fatalf("LATCH_LOG_LEVEL=debug did not enable debug lines:\n%s", p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
