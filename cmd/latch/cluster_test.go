@@ -384,3 +384,43 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 		t.Fatalf("latch status: exit %d, %q", code, out)
 	}
 }
+
+// TestFiveNodesTransferAndLoseTwo: a five-node cluster hands leadership over when its leader
+// gets SIGTERM (it exits 0, a successor leads at once), then loses a second node to SIGKILL
+// and still serves with three of five; tokens keep rising throughout.
+func TestFiveNodesTransferAndLoseTwo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five processes; skipped with -short")
+	}
+	t.Parallel()
+	tc := startTestCluster(t, 5)
+	l := tc.leader()
+	c := wiretest.Dial(t, tc.procs[l].listen)
+	c.Hello(t, nil)
+	t1 := c.Do(t, wiretest.Acquire(1, 0, 120, "five/held")).Token
+	c.Close()
+
+	start := time.Now()
+	tc.procs[l].signal(t, syscall.SIGTERM)
+	if code := tc.procs[l].wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("leader exit %d after SIGTERM", code)
+	}
+	if strings.Contains(tc.procs[l].stderr.String(), "leadership transfer before shutdown failed") {
+		t.Fatalf("the leader did not hand leadership over:\n%s", tc.procs[l].stderr.String())
+	}
+	second := tc.leader(l)
+	t.Logf("new leader n%d established %s after SIGTERM", second+1, time.Since(start).Round(time.Millisecond))
+
+	tc.procs[second].cmd.Process.Signal(syscall.SIGKILL)
+	<-tc.procs[second].exited
+	third := tc.leader(l, second)
+	n := wiretest.Dial(t, tc.procs[third].listen)
+	n.Hello(t, nil)
+	n.Raw(t, wiretest.Acquire(2, 0, 30, "five/held"))
+	n.ExpectOp(t, wire.OpTimeout, 2) // still held after two leader changes
+	if t2 := n.Do(t, wiretest.Acquire(3, 0, 30, "five/new")).Token; t2 <= t1 {
+		t.Fatalf("token %d with three of five nodes, not above %d", t2, t1)
+	}
+	n.Raw(t, wiretest.Release(4, t1, "five/held"))
+	n.ExpectOp(t, wire.OpRelease, 4)
+}
