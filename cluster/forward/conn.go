@@ -33,6 +33,7 @@ func newConn(nc net.Conn, leader string) *conn {
 type delivery struct {
 	out cluster.Replier
 	r   wire.Response
+	key []byte // the request's key, to give a grant back when its session is gone
 }
 
 // read is c's reader goroutine: it matches each answer to its request by link owner and
@@ -49,6 +50,10 @@ func (l *Link) read(c *conn) {
 		if n > 0 {
 			ds, why = c.match(dec, buf[:n], ds[:0])
 			for _, d := range ds {
+				if d.r.Op == wire.OpAcquire && gone(d.out) {
+					l.giveBack(d.key, d.r.Token)
+					continue
+				}
 				d.out.Reply(d.r)
 			}
 			clear(ds) // keep no session alive from here
@@ -96,7 +101,7 @@ func (c *conn) match(dec *wire.Decoder, p []byte, ds []delivery) ([]delivery, st
 		delete(c.inflight, r.Owner)
 		a := *r
 		a.Owner = e.owner
-		ds = append(ds, delivery{out: e.out, r: a})
+		ds = append(ds, delivery{out: e.out, r: a, key: e.key})
 	}
 	return ds, ""
 }

@@ -323,3 +323,36 @@ func TestLeaderChange(t *testing.T) {
 	idle(t, link)
 	f.untouched(t)
 }
+
+// TestGrantToADepartedClientIsGivenBack: a follower's client waits on the leader, then goes
+// away; when the lock comes free the leader grants the forwarded waiter, and the link, finding
+// the client's session closed, releases that grant instead of leaving the lock held for its
+// whole lease.
+func TestGrantToADepartedClientIsGivenBack(t *testing.T) {
+	p := startPair(t)
+	holder := p.leader.dial(t)
+	holder.Send(t, wiretest.Acquire(1, 0, 60, "k"))
+	tok := holder.ExpectGrant(t, 1)
+
+	leaver := p.follower.dial(t)
+	leaver.Send(t, wiretest.Acquire(7, 30, 60, "k"))
+	p.leader.waitWaiters(t, 1)
+	leaver.Close()
+	time.Sleep(100 * time.Millisecond) // the follower's session notices the close
+
+	holder.Send(t, wiretest.Release(2, tok, "k"))
+	holder.ExpectOp(t, wire.OpRelease, 2)
+
+	probe := p.follower.dial(t)
+	eventually(t, 10*time.Second, "the departed client's grant given back", func() bool {
+		probe.Send(t, wiretest.Acquire(9, 0, 30, "k"))
+		r := probe.Next(t)
+		if r.Op == wire.OpAcquire {
+			if r.Token <= tok+1 {
+				t.Fatalf("token %d: want one above the departed client's grant (> %d)", r.Token, tok+1)
+			}
+			return true
+		}
+		return false
+	})
+}

@@ -94,6 +94,14 @@ func (ss *session) Reply(r wire.Response) {
 	}
 }
 
+// Closed reports whether the session has ended. A forwarding link uses it to give back a
+// grant that arrives after the client left.
+func (ss *session) Closed() bool {
+	ss.omu.Lock()
+	defer ss.omu.Unlock()
+	return ss.closed
+}
+
 // writeLoop flushes replies decided outside the reader's batches.
 func (ss *session) writeLoop() {
 	defer ss.srv.wg.Done()
