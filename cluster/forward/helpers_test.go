@@ -12,6 +12,7 @@ package forward_test
 import (
 	"context"
 	"errors"
+	dto "github.com/prometheus/client_model/go"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -34,10 +35,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // member is a node and its server on 127.0.0.1; a leader also has a forward listener.
 type member struct {
-	node *cluster.Node
-	srv  *server.Server
-	addr string // the client port
-	peer string // the forward listener (leaders only)
+	node    *cluster.Node
+	metrics *cluster.Metrics
+	srv     *server.Server
+	addr    string // the client port
+	peer    string // the forward listener (leaders only)
 }
 
 // startMember starts a node (with its sweep) and a server with router on 127.0.0.1:0, and
@@ -53,14 +55,15 @@ func startMember(t *testing.T, name string, cfg cluster.Config, router server.Ro
 	}
 	ran := make(chan struct{})
 	go func() { node.Run(); close(ran) }()
-	srv, err := server.New(server.Config{Logger: log.Named("server"), Router: router}, node)
+	metrics := cluster.NewMetrics()
+	srv, err := server.New(server.Config{Logger: log.Named("server"), Router: router, Metrics: metrics}, node)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
 	ln := listen(t)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	m := &member{node: node, srv: srv, addr: ln.Addr().String()}
+	m := &member{node: node, metrics: metrics, srv: srv, addr: ln.Addr().String()}
 	var pln net.Listener
 	accepted := make(chan struct{})
 	if peer {
@@ -306,4 +309,14 @@ func readRequests(nc net.Conn, each func(r wire.Request) bool) {
 
 func testLogger(t *testing.T) hclog.Logger {
 	return clustertest.Logger(t, "latch", hclog.Debug)
+}
+
+// waitConns polls until m serves exactly n client connections (a closed one is gone from its
+// sessions, so a reply to it would be dropped or given back).
+func (m *member) waitConns(t *testing.T, n int) {
+	t.Helper()
+	eventually(t, 10*time.Second, "client connections", func() bool {
+		var v dto.Metric
+		return m.metrics.Connections.Write(&v) == nil && v.GetGauge().GetValue() == float64(n)
+	})
 }
