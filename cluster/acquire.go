@@ -106,7 +106,7 @@ func (n *Node) proposeAcquire(key []byte, op acqOp, now int64) {
 	if op.w == nil {
 		n.pending++ // a waiter is counted already
 	}
-	n.rep.Propose.Submit(cmd, func(r fsm.Result, err error) {
+	n.submit(cmd, func(r fsm.Result, err error) {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		if op.w == nil {
@@ -269,8 +269,44 @@ func (n *Node) Release(c *Conn, owner uint64, key []byte, token uint64) {
 // free releases ks's current holder and lines up the next waiter's grant behind it.
 func (n *Node) free(ks *keyState, key []byte, op relOp, now int64) {
 	ks.freeing = true
+	n.beginGroup()
 	n.proposeRelease(key, op, now)
 	n.handoff(ks, now)
+	n.endGroup()
+}
+
+// submit hands cmd to the proposer, or to the group being built (cluster mode).
+func (n *Node) submit(cmd fsm.Command, done func(fsm.Result, error)) {
+	if n.grouping {
+		n.group = append(n.group, Proposal{Cmd: cmd, Done: done})
+		return
+	}
+	n.rep.Propose.Submit(cmd, done)
+}
+
+// beginGroup starts collecting submissions that belong in one log entry (a release or
+// expiry and the grant behind it). Single mode applies in place and never groups.
+func (n *Node) beginGroup() {
+	if n.local == nil {
+		n.grouping = true
+	}
+}
+
+// endGroup proposes what beginGroup collected: as one entry when the proposer can.
+func (n *Node) endGroup() {
+	if n.local != nil {
+		return
+	}
+	n.grouping = false
+	g := n.group
+	n.group = nil
+	if gp, ok := n.rep.Propose.(GroupProposer); ok && len(g) > 1 {
+		gp.SubmitGroup(g)
+		return
+	}
+	for _, p := range g {
+		n.rep.Propose.Submit(p.Cmd, p.Done)
+	}
 }
 
 // proposeRelease applies or proposes a release. A release without a connection (op.c nil)
@@ -282,7 +318,7 @@ func (n *Node) proposeRelease(key []byte, op relOp, now int64) {
 		return
 	}
 	cmd.Key = bytes.Clone(key)
-	n.rep.Propose.Submit(cmd, func(r fsm.Result, err error) {
+	n.submit(cmd, func(r fsm.Result, err error) {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		n.released(cmd.Key, op, r, err, n.mono(n.clock.Now()))

@@ -68,12 +68,14 @@ func (n *Node) expire(ks *keyState, now int64) {
 		return
 	}
 	cmd := fsm.Command{Kind: fsm.CmdExpire, Key: []byte(ks.item.Key), Token: tok}
-	n.rep.Propose.Submit(cmd, func(r fsm.Result, err error) {
+	n.beginGroup()
+	n.submit(cmd, func(r fsm.Result, err error) {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		n.expired(string(cmd.Key), tok, epoch, r, err, n.mono(n.clock.Now()))
 	})
 	n.handoff(ks, now)
+	n.endGroup()
 }
 
 func (n *Node) expired(key string, tok fsm.Token, epoch uint64, r fsm.Result, err error, now int64) {

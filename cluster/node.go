@@ -57,6 +57,8 @@ type Node struct {
 	waiters  int // live waiters over all keys
 	gates    [3]Gate
 	draining bool
+	grouping bool       // cluster mode: submissions go to group until endGroup
+	group    []Proposal // commands to propose in one entry
 
 	clock  Clock
 	epoch0 time.Time

@@ -314,3 +314,52 @@ func TestFollowerStatsComeFromTheReplicatedTable(t *testing.T) {
 		t.Fatalf("follower stats %+v: want the replicated table's 2 keys and last token 2", s)
 	}
 }
+
+// groupLog is a fakeLog that also proposes groups, recording their sizes.
+type groupLog struct {
+	*fakeLog
+	groups []int
+}
+
+func (g *groupLog) SubmitGroup(ps []Proposal) {
+	g.groups = append(g.groups, len(ps))
+	for _, p := range ps {
+		g.Submit(p.Cmd, p.Done)
+	}
+}
+
+func TestHandoffIsOneGroup(t *testing.T) {
+	log := &groupLog{fakeLog: newFakeLog(t)}
+	h := newHarness(t, func(c *Config) { c.Replicated = &Replicated{Propose: log, State: log} })
+	h.n.Lead()
+	a, ra := h.conn()
+	b, rb := h.conn()
+	h.acquire(a, 1, "k", 0, 2)
+	log.commit()
+	tok := ra.one(t).Token
+	h.acquire(b, 2, "k", 60, 30)
+	h.n.Release(a, 3, []byte("k"), tok)
+	if len(log.groups) != 1 || log.groups[0] != 2 {
+		t.Fatalf("groups %v: the release and the waiter's grant must be one group of two", log.groups)
+	}
+	log.commit()
+	want(t, ra.one(t), wire.OpRelease, 3)
+	tok2 := want(t, rb.one(t), wire.OpAcquire, 2).Token
+	// An expiry with a waiter behind it is one group too.
+	c, rc := h.conn()
+	h.acquire(c, 4, "k", 60, 30)
+	h.clock.Advance(31 * time.Second)
+	h.n.Sweep()
+	if len(log.groups) != 2 || log.groups[1] != 2 {
+		t.Fatalf("groups %v: the expiry and the next grant must be one group of two", log.groups)
+	}
+	log.commit()
+	if got := want(t, rc.one(t), wire.OpAcquire, 4); got.Token <= tok2 {
+		t.Fatalf("token %d after %d", got.Token, tok2)
+	}
+	// A release without waiters is a single submission.
+	h.n.Release(c, 5, []byte("k"), tok2+1)
+	if len(log.groups) != 2 {
+		t.Fatalf("groups %v: a lone release is not a group", log.groups)
+	}
+}

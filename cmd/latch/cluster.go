@@ -87,16 +87,35 @@ func (l *lateRaft) Submit(cmd fsm.Command, done func(fsm.Result, error)) {
 		go done(fsm.Result{}, fmt.Errorf("%w: %w", cluster.ErrNotApplied, errNotStarted))
 		return
 	}
-	r.Submit(cmd, func(res fsm.Result, err error) {
-		switch {
-		case err == nil:
-		case errors.Is(err, raftnode.ErrNotApplied):
-			err = fmt.Errorf("%w: %w", cluster.ErrNotApplied, err)
-		default:
-			err = fmt.Errorf("%w: %w", cluster.ErrMaybeApplied, err)
+	r.Submit(cmd, func(res fsm.Result, err error) { done(res, mapRaftErr(err)) })
+}
+
+// SubmitGroup implements cluster.GroupProposer: the commands share one log entry.
+func (l *lateRaft) SubmitGroup(ps []cluster.Proposal) {
+	r := l.r.Load()
+	if r == nil {
+		for _, p := range ps {
+			l.Submit(p.Cmd, p.Done)
 		}
-		done(res, err)
-	})
+		return
+	}
+	rps := make([]raftnode.Proposal, len(ps))
+	for i, p := range ps {
+		done := p.Done
+		rps[i] = raftnode.Proposal{Cmd: p.Cmd, Done: func(res fsm.Result, err error) { done(res, mapRaftErr(err)) }}
+	}
+	r.SubmitGroup(rps...)
+}
+
+// mapRaftErr turns raftnode's outcome errors into the node's, keeping the cause.
+func mapRaftErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raftnode.ErrNotApplied):
+		return fmt.Errorf("%w: %w", cluster.ErrNotApplied, err)
+	}
+	return fmt.Errorf("%w: %w", cluster.ErrMaybeApplied, err)
 }
 
 // Read implements cluster.StateReader.
