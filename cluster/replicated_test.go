@@ -363,3 +363,43 @@ func TestHandoffIsOneGroup(t *testing.T) {
 		t.Fatalf("groups %v: a lone release is not a group", log.groups)
 	}
 }
+
+// TestWaiterBackAtTheHeadStillTimesOut: a waiter whose hand-off acquire finds the key held
+// goes back to the head of the queue and still gets its T at its deadline (its timer was
+// still armed); and one whose deadline passed while its acquire was in the log (the timer's
+// firing was ignored then) gets T as soon as the result arrives.
+func TestWaiterBackAtTheHeadStillTimesOut(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		h, log := newReplicated(t)
+		h.n.Lead()
+		a, ra := h.conn()
+		b, rb := h.conn()
+		h.acquire(a, 1, "k", 0, 60)
+		log.commit()
+		tok := ra.one(t).Token
+		h.acquire(b, 2, "k", 5, 30) // waits at most 5 s
+		h.n.Release(a, 3, []byte("k"), tok)
+		queued := log.take()
+		if len(queued) != 2 || queued[1].cmd.Kind != fsm.CmdAcquire {
+			t.Fatalf("want the release and b's acquire proposed, got %d", len(queued))
+		}
+		queued[0].done(fsm.Result{}, ErrNotApplied) // the release did not happen
+		if late {
+			h.clock.Advance(6 * time.Second) // b's deadline passes while its acquire is in the log
+			rb.none(t)
+		} else {
+			h.clock.Advance(3 * time.Second)
+		}
+		queued[1].done(fsm.Result{Kind: fsm.Held, Holder: fsm.Holder{Token: fsm.Token(tok), Lease: 60}}, nil)
+		if !late {
+			rb.none(t) // back at the head, 2 s of its wait left
+			h.clock.Advance(2 * time.Second)
+		}
+		if got := rb.one(t); got.Op != wire.OpTimeout || got.Owner != 2 {
+			t.Fatalf("late=%v: waiter after its wait: %+v, want T", late, got)
+		}
+		if s := h.n.Stats(); s.Waiters != 0 || s.Pending != 0 {
+			t.Fatalf("late=%v: stats %+v", late, s)
+		}
+	}
+}
