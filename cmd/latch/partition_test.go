@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -358,49 +356,10 @@ func (lab *partitionLab) startNodes() {
 func (lab *partitionLab) startInNS(ns string, args ...string) *proc {
 	t := lab.t
 	t.Helper()
-	p := &proc{cmd: exec.Command(lab.ipPath, append([]string{"netns", "exec", ns, latchBin}, args...)...),
-		stderr: &syncBuffer{}, exited: make(chan struct{})}
+	cmd := exec.Command(lab.ipPath, append([]string{"netns", "exec", ns, latchBin}, args...)...)
 	// Best effort against a test binary that dies without running its cleanups.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	pr, pw := io.Pipe()
-	p.cmd.Stderr = io.MultiWriter(p.stderr, pw)
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		pw.Close()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.exited
-		if t.Failed() {
-			t.Logf("log of latch in %s:\n%s", ns, p.stderr.String())
-		}
-	})
-	serving := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		found := false
-		for sc.Scan() {
-			var line map[string]any
-			if !found && json.Unmarshal(sc.Bytes(), &line) == nil && line["@message"] == "latch serving" {
-				found = true
-				close(serving)
-			}
-		}
-		io.Copy(io.Discard, pr) // keep the writer from blocking after a scan error
-	}()
-	select {
-	case <-serving:
-	case <-p.exited:
-		t.Fatalf("latch in %s exited before serving: %v\n%s", ns, p.err, p.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("latch in %s did not log 'latch serving' within 30 s:\n%s", ns, p.stderr.String())
-	}
-	return p
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return launch(t, cmd, "latch in "+ns)
 }
 
 // latch runs the latch binary with args inside namespace ns, bounded by d, and returns its

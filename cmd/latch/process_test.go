@@ -81,8 +81,16 @@ func startServer(t *testing.T, env []string, args ...string) *proc {
 	if !hasFlag(args, env, "http") {
 		full = append(full, "--http", "127.0.0.1:0")
 	}
-	p := &proc{cmd: exec.Command(latchBin, full...), stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
+	cmd := exec.Command(latchBin, full...)
+	cmd.Env = append(os.Environ(), env...)
+	return launch(t, cmd, "server")
+}
+
+// launch starts cmd (a latch server), kills it when the test ends (printing its log if the
+// test failed), and waits until it logs that it serves, noting its client and HTTP addresses.
+func launch(t *testing.T, cmd *exec.Cmd, what string) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	pr, pw := io.Pipe()
 	p.cmd.Stderr = io.MultiWriter(p.stderr, pw)
 	if err := p.cmd.Start(); err != nil {
@@ -97,29 +105,31 @@ func startServer(t *testing.T, env []string, args ...string) *proc {
 		p.cmd.Process.Kill()
 		<-p.exited
 		if t.Failed() {
-			t.Logf("server log:\n%s", p.stderr.String())
+			t.Logf("log of %s:\n%s", what, p.stderr.String())
 		}
 	})
 	serving := make(chan map[string]any, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		found := false
 		for sc.Scan() {
 			var line map[string]any
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line["@message"] == "latch serving" {
+			if !found && json.Unmarshal(sc.Bytes(), &line) == nil && line["@message"] == "latch serving" {
+				found = true
 				serving <- line
 			}
 		}
-		close(serving)
+		io.Copy(io.Discard, pr) // keep the writer from blocking after a scan error
 	}()
 	select {
-	case line, ok := <-serving:
-		if !ok {
-			t.Fatalf("server exited before serving: %v\n%s", p.err, p.stderr.String())
-		}
+	case line := <-serving:
 		p.listen, _ = line["listen"].(string)
 		p.http, _ = line["http"].(string)
-	case <-time.After(20 * time.Second):
-		t.Fatalf("server did not log 'latch serving' within 20 s:\n%s", p.stderr.String())
+	case <-p.exited:
+		t.Fatalf("%s exited before serving: %v\n%s", what, p.err, p.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not log 'latch serving' within 30 s:\n%s", what, p.stderr.String())
 	}
 	return p
 }
