@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -204,10 +202,9 @@ func TestJoin(t *testing.T) {
 	if voters != 4 {
 		t.Fatalf("voters after AddVoter: %d, want 4", voters)
 	}
-	snaps, err := os.ReadDir(filepath.Join(tn.dir, "snapshots"))
-	if err != nil || len(snaps) == 0 {
-		t.Fatalf("the new node received no snapshot: %v %v", snaps, err)
-	}
+	// The new node may catch up by snapshot or by replaying the log: the WAL drops compacted
+	// entries a whole segment at a time, so the log usually still covers it. Installing a
+	// snapshot on a live follower is tested in package fsm (TestRaftClusterConverges).
 
 	want["new"] = grant(t, l.n, "new")
 	c.converged(want, want["new"])

@@ -51,7 +51,8 @@ type Config struct {
 	// restarts (a Kubernetes pod name, a host name) and unique in the cluster. Required.
 	ID string
 
-	// DataDir holds raft.db (log and votes, raft-boltdb) and snapshots/. One process per
+	// DataDir holds wal/ (the Raft log, raft-wal), raft.db (term and vote, raft-boltdb) and
+	// snapshots/. One process per
 	// directory: a second Open on the same directory fails with ErrDataDirInUse. Required.
 	DataDir string
 

@@ -5,8 +5,9 @@
 //
 // # What it owns
 //
-//   - Raft wiring: raft-boltdb (raft.db, fsync always on) behind a 512-entry raft.LogCache,
-//     a file snapshot store keeping 2 snapshots, both in Config.DataDir; the transport
+//   - Raft wiring: the log in raft-wal (wal/, one fsync per append) behind a 512-entry
+//     raft.LogCache, term and vote in raft-boltdb (raft.db, fsync always on), a file
+//     snapshot store keeping 2 snapshots, all in Config.DataDir; the transport
 //     (Config.Transport, or a raft.NetworkTransport built on Config.Stream).
 //   - Bootstrap and join: a restart never bootstraps; a new node bootstraps a one-node
 //     cluster (Bootstrap), the identical InitialCluster, or waits to be added (AddVoter).

@@ -13,6 +13,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 	"go.etcd.io/bbolt"
 
 	"github.com/latchd/latch/fsm"
@@ -21,13 +23,15 @@ import (
 // Node is one member of a latch raft cluster: raft, its stores, the FSM it replicates, the
 // batching proposer and the leadership signals. Its methods are safe for concurrent use.
 type Node struct {
-	cfg   Config
-	log   hclog.Logger
-	raft  *raft.Raft
-	fsm   *fsm.FSM
-	store *raftboltdb.BoltStore
-	trans raft.Transport
-	addr  string // Advertise, resolved
+	cfg     Config
+	log     hclog.Logger
+	raft    *raft.Raft
+	fsm     *fsm.FSM
+	store   *raftboltdb.BoltStore // term and vote
+	wal     *wal.WAL              // the Raft log
+	walMeta *metadb.BoltMetaDB    // the WAL's metadata; closed after it
+	trans   raft.Transport
+	addr    string // Advertise, resolved
 
 	// Leadership (leader.go). leading is true from just before OnLeader until just
 	// before OnFollower; leadMu orders its changes with the stop of the leader loop.
@@ -108,7 +112,30 @@ func Open(cfg Config) (*Node, error) {
 	}
 	cleanups = append(cleanups, func() { _ = store.Close() })
 
-	logs, err := raft.NewLogCache(logCacheSize, store)
+	// The Raft log lives in a write-ahead log (raft-wal: one fsync per append, where bolt
+	// needs two); raft.db keeps the term and vote (the StableStore).
+	walDir := filepath.Join(cfg.DataDir, "wal")
+	if err := os.MkdirAll(walDir, 0o700); err != nil {
+		return fail(fmt.Errorf("raftnode: %w", err))
+	}
+	// The WAL's own Close leaves its metadata database open (and locked), so the node
+	// owns that store and closes it after the WAL.
+	meta := &metadb.BoltMetaDB{}
+	wlog, err := wal.Open(walDir, wal.WithMetaStore(meta), wal.WithLogger(base.Named("wal")))
+	if err != nil {
+		_ = meta.Close()
+		return fail(fmt.Errorf("raftnode: open the raft log in %s: %w", walDir, err))
+	}
+	cleanups = append(cleanups, func() { _ = wlog.Close(); _ = meta.Close() })
+	if old, _ := store.LastIndex(); old > 0 {
+		if cur, _ := wlog.LastIndex(); cur == 0 {
+			return fail(fmt.Errorf("raftnode: %s holds a Raft log written by an older latch (log in raft.db); "+
+				"this version keeps it in %s: take a snapshot backup with the old version, or start this node "+
+				"with an empty --data-dir and let it catch up from the cluster", path, walDir))
+		}
+	}
+
+	logs, err := raft.NewLogCache(logCacheSize, wlog)
 	if err != nil {
 		return fail(fmt.Errorf("raftnode: log cache: %w", err))
 	}
@@ -138,6 +165,8 @@ func Open(cfg Config) (*Node, error) {
 		log:          base.Named("raftnode"),
 		fsm:          f,
 		store:        store,
+		wal:          wlog,
+		walMeta:      meta,
 		trans:        trans,
 		addr:         cfg.advertiseAddr(trans),
 		notifyCh:     make(chan bool, notifyBuffer),
@@ -284,6 +313,12 @@ func (n *Node) shutdown(ctx context.Context) error {
 	}
 
 	if raftStopped {
+		if err := n.wal.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raftnode: close the raft log: %w", err))
+		}
+		if err := n.walMeta.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raftnode: close the raft log's metadata: %w", err))
+		}
 		if err := n.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("raftnode: close raft.db: %w", err))
 		}
