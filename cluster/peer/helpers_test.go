@@ -6,15 +6,10 @@ package peer
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
+	"github.com/latchd/latch/cluster/clustertest"
 	"io"
-	"math/big"
 	"net"
 	"sync"
 	"testing"
@@ -22,7 +17,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/latchd/latch/cluster/clustertest"
 	"go.uber.org/goleak"
 )
 
@@ -216,79 +210,17 @@ func fakeListener(t *testing.T, serve func(c net.Conn)) string {
 }
 
 // testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
+type testCA struct{ *clustertest.CA }
 
-var serial struct {
-	sync.Mutex
-	n int64
-}
-
-func nextSerial() *big.Int {
-	serial.Lock()
-	defer serial.Unlock()
-	serial.n++
-	return big.NewInt(serial.n)
-}
-
-func newCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          nextSerial(),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
+func newCA(t *testing.T, name string) *testCA { return &testCA{clustertest.NewCA(t, name)} }
 
 // node issues a certificate for 127.0.0.1 usable as both server and client.
-func (ca *testCA) node(t *testing.T, name string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: nextSerial(),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
+func (ca *testCA) node(t *testing.T, name string) tls.Certificate { return ca.Issue(t, name) }
 
 // tlsConfig is testConfig with mutual TLS from ca for a node called name.
 func (ca *testCA) config(t *testing.T, name string, secrets ...[]byte) Config {
 	t.Helper()
 	cfg := testConfig(t, secrets...)
-	cfg.TLS, cfg.ClientTLS = MutualTLS(ca.node(t, name), ca.pool)
+	cfg.TLS, cfg.ClientTLS = MutualTLS(ca.node(t, name), ca.Pool)
 	return cfg
 }
