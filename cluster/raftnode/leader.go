@@ -18,6 +18,12 @@ import (
 //	             false -> clear leading and stop the running loop
 //	leaderLoop   Barrier (retried), token floor, then leading + OnLeader; waits for its
 //	             stop; then OnFollower. If it cannot establish leadership it transfers it.
+//	Restore      steps aside (leading false, OnFollower) while raft installs a backup,
+//	             then back (leading, OnLeader) if the same leadership still holds.
+//
+// OnLeader and OnFollower run under cbMu, so that the leader loop's calls and Restore's never
+// interleave; the lock order is cbMu, then leadMu. monitor takes only leadMu and never waits
+// for a callback.
 
 // monitor is the one goroutine that reads notifyCh.
 func (n *Node) monitor() {
@@ -82,22 +88,28 @@ func (n *Node) leaderLoop(stop <-chan struct{}, done chan<- struct{}) {
 		}
 	}
 
+	n.cbMu.Lock()
 	n.leadMu.Lock()
 	if stopped(stop) {
 		n.leadMu.Unlock()
+		n.cbMu.Unlock()
 		return
 	}
 	n.leading.Store(true)
+	n.leadStop = stop
 	n.leadMu.Unlock()
 	n.log.Info("leading", "term", n.raft.CurrentTerm(), "last_token", n.fsm.LastToken(), "keys", n.fsm.Len())
 	if n.cfg.OnLeader != nil {
 		n.cfg.OnLeader(n.fsm)
 	}
+	n.cbMu.Unlock()
 	<-stop
 	n.log.Info("no longer leading")
+	n.cbMu.Lock()
 	if n.cfg.OnFollower != nil {
 		n.cfg.OnFollower()
 	}
+	n.cbMu.Unlock()
 }
 
 // establish makes this new leader's FSM current (a Barrier: everything any earlier leader

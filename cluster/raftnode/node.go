@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,7 +14,6 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
-	"go.etcd.io/bbolt"
 
 	"github.com/latchd/latch/fsm"
 )
@@ -38,6 +36,9 @@ type Node struct {
 	notifyCh    chan bool
 	leadMu      sync.Mutex
 	leading     atomic.Bool
+	leadStop    <-chan struct{} // the running leader loop's stop; guarded by leadMu
+	cbMu        sync.Mutex      // serializes OnLeader and OnFollower (leader.go)
+	restoreMu   sync.Mutex      // one Restore at a time (backup.go)
 	stopMonitor chan struct{}
 	monitorDone chan struct{}
 
@@ -82,10 +83,6 @@ func Open(cfg Config) (*Node, error) {
 	if base == nil {
 		base = hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: os.Stderr})
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("raftnode: create data directory: %w", err)
-	}
-
 	var cleanups []func()
 	fail := func(err error) (*Node, error) {
 		for i := len(cleanups) - 1; i >= 0; i-- {
@@ -94,54 +91,15 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 
-	path := filepath.Join(cfg.DataDir, "raft.db")
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path: path,
-		BoltOptions: &bbolt.Options{
-			Timeout:        boltOpenTimeout,
-			NoFreelistSync: true,
-			FreelistType:   bbolt.FreelistMapType,
-		},
-		NoSync: false, // never: votes and log entries must survive a power loss
-	})
-	if errors.Is(err, bbolt.ErrTimeout) {
-		return fail(fmt.Errorf("%w (%s stayed locked for %v)", ErrDataDirInUse, path, boltOpenTimeout))
-	}
+	st, err := openStores(cfg.DataDir, base)
 	if err != nil {
-		return fail(fmt.Errorf("raftnode: open %s: %w", path, err))
+		return nil, err
 	}
-	cleanups = append(cleanups, func() { _ = store.Close() })
-
-	// The Raft log lives in a write-ahead log (raft-wal: one fsync per append, where bolt
-	// needs two); raft.db keeps the term and vote (the StableStore).
-	walDir := filepath.Join(cfg.DataDir, "wal")
-	if err := os.MkdirAll(walDir, 0o700); err != nil {
-		return fail(fmt.Errorf("raftnode: %w", err))
-	}
-	// The WAL's own Close leaves its metadata database open (and locked), so the node
-	// owns that store and closes it after the WAL.
-	meta := &metadb.BoltMetaDB{}
-	wlog, err := wal.Open(walDir, wal.WithMetaStore(meta), wal.WithLogger(base.Named("wal")))
-	if err != nil {
-		_ = meta.Close()
-		return fail(fmt.Errorf("raftnode: open the raft log in %s: %w", walDir, err))
-	}
-	cleanups = append(cleanups, func() { _ = wlog.Close(); _ = meta.Close() })
-	if old, _ := store.LastIndex(); old > 0 {
-		if cur, _ := wlog.LastIndex(); cur == 0 {
-			return fail(fmt.Errorf("raftnode: %s holds a Raft log written by an older latch (log in raft.db); "+
-				"this version keeps it in %s: take a snapshot backup with the old version, or start this node "+
-				"with an empty --data-dir and let it catch up from the cluster", path, walDir))
-		}
-	}
-
+	cleanups = append(cleanups, func() { _ = st.close() })
+	store, wlog, meta, snaps := st.bolt, st.wal, st.meta, st.snaps
 	logs, err := raft.NewLogCache(logCacheSize, wlog)
 	if err != nil {
 		return fail(fmt.Errorf("raftnode: log cache: %w", err))
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, snapshotsRetained, base.Named("snapshots"))
-	if err != nil {
-		return fail(fmt.Errorf("raftnode: snapshot store in %s: %w", cfg.DataDir, err))
 	}
 
 	trans := cfg.Transport
@@ -208,7 +166,7 @@ func Open(cfg Config) (*Node, error) {
 		return fail(fmt.Errorf("raftnode: raft configuration: %w", err))
 	}
 
-	existing, err := raft.HasExistingState(logs, store, snaps)
+	existing, err := st.hasState()
 	if err != nil {
 		return fail(fmt.Errorf("raftnode: read raft state in %s: %w", cfg.DataDir, err))
 	}

@@ -202,3 +202,38 @@ func (n *Node) Snapshot(ctx context.Context) (*raft.SnapshotMeta, error) {
 	_ = rc.Close()
 	return meta, nil
 }
+
+// Progress is the part of Status that is cheap to read often (metrics): it reads no
+// configuration.
+type Progress struct {
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	LastContact  time.Time // zero on the leader and on a node that never heard from one
+	Leading      bool
+}
+
+// Progress returns the node's current progress.
+func (n *Node) Progress() Progress {
+	p := Progress{
+		Term:         n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.raft.AppliedIndex(),
+		Leading:      n.IsLeader(),
+	}
+	if n.raft.State() != raft.Leader {
+		p.LastContact = n.raft.LastContact()
+	}
+	return p
+}
+
+// Voters counts the voters of the latest configuration.
+func (n *Node) Voters() int {
+	k := 0
+	for _, s := range n.servers() {
+		if s.Suffrage == raft.Voter {
+			k++
+		}
+	}
+	return k
+}
