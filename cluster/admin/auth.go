@@ -17,11 +17,14 @@ import (
 // Mutating admin calls (adding and removing members) carry an HMAC of the cluster secret:
 //
 //	Authorization: Latch-HMAC ts=<unix ms>,nonce=<32 hex>,mac=<64 hex>
-//	mac = HMAC-SHA256(secret, "latch/1 admin\n" method "\n" path "\n" ts "\n" nonce "\n" hex(sha256(body)))
+//	mac = HMAC-SHA256(secret, "latch/1 admin\n" method "\n" uri "\n" ts "\n" nonce "\n" hex(sha256(body)))
+//
+// where uri is the request URI: the escaped path and the query, if any (so a restore's
+// token_floor is signed too).
 //
 // The secret never crosses the wire. A signature is accepted within MaxSkew of the server's
 // clock and only once (its nonce is remembered for twice that long), so a captured request
-// cannot be replayed, and a changed method, path or body breaks it.
+// cannot be replayed, and a changed method, path, query or body breaks it.
 
 // MaxSkew is how far a signature's timestamp may be from the server's clock.
 const MaxSkew = 30 * time.Second
@@ -36,10 +39,10 @@ var (
 	ErrReplayed     = errors.New("admin: signature already used")
 )
 
-func mac(secret []byte, method, path, ts, nonce string, body []byte) []byte {
+func mac(secret []byte, method, uri, ts, nonce string, body []byte) []byte {
 	sum := sha256.Sum256(body)
 	m := hmac.New(sha256.New, secret)
-	fmt.Fprintf(m, "latch/1 admin\n%s\n%s\n%s\n%s\n%s", method, path, ts, nonce, hex.EncodeToString(sum[:]))
+	fmt.Fprintf(m, "latch/1 admin\n%s\n%s\n%s\n%s\n%s", method, uri, ts, nonce, hex.EncodeToString(sum[:]))
 	return m.Sum(nil)
 }
 
@@ -51,7 +54,7 @@ func Sign(r *http.Request, secret, body []byte, now time.Time) error {
 	}
 	ts, nonce := strconv.FormatInt(now.UnixMilli(), 10), hex.EncodeToString(n[:])
 	r.Header.Set("Authorization", authScheme+"ts="+ts+",nonce="+nonce+",mac="+
-		hex.EncodeToString(mac(secret, r.Method, r.URL.Path, ts, nonce, body)))
+		hex.EncodeToString(mac(secret, r.Method, r.URL.RequestURI(), ts, nonce, body)))
 	return nil
 }
 
@@ -100,7 +103,7 @@ func (v *Verifier) Verify(r *http.Request, body []byte) error {
 	}
 	ok := false
 	for _, s := range v.secrets {
-		if hmac.Equal(mac(s, r.Method, r.URL.Path, ts, nonce, body), got) {
+		if hmac.Equal(mac(s, r.Method, r.URL.RequestURI(), ts, nonce, body), got) {
 			ok = true
 		}
 	}

@@ -70,3 +70,19 @@ func TestSignatures(t *testing.T) {
 		t.Fatalf("a node without secrets refused an unsigned call: %v", err)
 	}
 }
+
+// The query is signed too: a restore's token_floor cannot be changed on the way.
+func TestSignatureCoversQuery(t *testing.T) {
+	s := []byte(strings.Repeat("q", 32))
+	now := time.Unix(1_800_000_000, 0)
+	v := NewVerifier([][]byte{s}, func() time.Time { return now })
+	body := []byte("LATCHSNP...")
+	r := signed(t, s, "POST", "/v1/restore?token_floor=5000", body, now)
+	r.URL.RawQuery = "token_floor=5"
+	if err := v.Verify(r, body); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("changed query: %v, want ErrBadSignature", err)
+	}
+	if err := v.Verify(signed(t, s, "POST", "/v1/restore?token_floor=5000", body, now), body); err != nil {
+		t.Fatalf("valid signature with a query refused: %v", err)
+	}
+}

@@ -14,7 +14,8 @@ type Options struct {
 	Pprof bool
 	// Status, if set, is served as JSON at GET /v1/status.
 	Status func() any
-	// Cluster, if set, serves membership at /v1/peers; changes are checked by Verifier.
+	// Cluster, if set, serves membership at /v1/peers and backups at /v1/snapshot and
+	// /v1/restore; changes and backups are checked by Verifier.
 	Cluster  Cluster
 	Verifier *Verifier
 }
@@ -52,6 +53,7 @@ func Handler(reg *prometheus.Registry, ready func() error, o Options) http.Handl
 			v = NewVerifier(nil, nil)
 		}
 		membership(mux, o.Cluster, v)
+		snapshots(mux, o.Cluster, v)
 	}
 	return mux
 }

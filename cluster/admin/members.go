@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
+	"github.com/latchd/latch/cluster/raftnode"
+	"github.com/latchd/latch/fsm"
 )
 
 // Member is one member of the cluster configuration.
@@ -26,6 +26,12 @@ type Cluster interface {
 	Members() ([]Member, error)
 	AddMember(ctx context.Context, id, addr string, voter bool) error
 	RemoveMember(ctx context.Context, id string) error
+	// Backup writes a consistent backup of the replicated state to w (taken on the leader).
+	Backup(ctx context.Context, w io.Writer) (fsm.SnapshotInfo, error)
+	// Restore replaces the replicated state with the backup data (done on the leader).
+	Restore(ctx context.Context, data []byte, floor uint64) (raftnode.Restored, error)
+	// State is this node's own view, for a peer deciding whether to bootstrap.
+	State() (NodeState, error)
 }
 
 // ErrNotFound marks a member id that is not in the configuration (HTTP 404).
@@ -43,6 +49,9 @@ const maxBody = 64 << 10
 
 // callTimeout bounds one membership change, forwarding included.
 const callTimeout = 30 * time.Second
+
+// transferTimeout bounds one backup or restore, forwarding included.
+const transferTimeout = 5 * time.Minute
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -117,77 +126,4 @@ func verified(w http.ResponseWriter, r *http.Request, v *Verifier) ([]byte, bool
 		return nil, false
 	}
 	return body, true
-}
-
-// ChannelRequest is a membership change forwarded to the leader over the peer port's admin
-// channel (authenticated by cluster/peer, so it carries no signature of its own).
-type ChannelRequest struct {
-	Op    string `json:"op"` // "add" or "remove"
-	ID    string `json:"id"`
-	Addr  string `json:"addr,omitempty"`
-	Voter bool   `json:"voter,omitempty"`
-}
-
-type channelResponse struct {
-	Error    string `json:"error,omitempty"`
-	NotFound bool   `json:"not_found,omitempty"`
-}
-
-// ServeChannel answers forwarded membership changes on ln (the admin channel's listener)
-// with local, which must apply them on this node without forwarding again. It returns when
-// ln is closed.
-func ServeChannel(ln net.Listener, local Cluster, log hclog.Logger) {
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer conn.Close()
-			conn.SetDeadline(time.Now().Add(callTimeout + 5*time.Second))
-			var req ChannelRequest
-			if err := json.NewDecoder(io.LimitReader(conn, maxBody)).Decode(&req); err != nil {
-				return
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-			defer cancel()
-			var resp channelResponse
-			switch req.Op {
-			case "add":
-				err = local.AddMember(ctx, req.ID, req.Addr, req.Voter)
-			case "remove":
-				err = local.RemoveMember(ctx, req.ID)
-			default:
-				err = errors.New("admin: unknown channel op " + req.Op)
-			}
-			if err != nil {
-				resp.Error, resp.NotFound = err.Error(), errors.Is(err, ErrNotFound)
-			}
-			log.Info("forwarded membership change", "op", req.Op, "id", req.ID, "error", resp.Error)
-			json.NewEncoder(conn).Encode(resp)
-		}()
-	}
-}
-
-// CallChannel sends req over conn (a dialed admin channel to the leader) and waits for the
-// outcome. conn is closed when it returns.
-func CallChannel(ctx context.Context, conn net.Conn, req ChannelRequest) error {
-	defer conn.Close()
-	if d, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(d)
-	}
-	if err := json.NewEncoder(conn).Encode(req); err != nil {
-		return err
-	}
-	var resp channelResponse
-	if err := json.NewDecoder(bufio.NewReader(io.LimitReader(conn, maxBody))).Decode(&resp); err != nil {
-		return errors.New("admin: no answer from the leader: " + err.Error())
-	}
-	switch {
-	case resp.NotFound:
-		return errors.Join(ErrNotFound, errors.New(resp.Error))
-	case resp.Error != "":
-		return errors.New(resp.Error)
-	}
-	return nil
 }

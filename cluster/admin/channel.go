@@ -1,0 +1,245 @@
+package admin
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchd/latch/cluster/raftnode"
+	"github.com/latchd/latch/fsm"
+)
+
+// The admin channel of the peer port carries what a node asks another node directly: a
+// follower forwards membership changes, backups and restores to the leader, and a node about
+// to bootstrap asks the other initial members what they hold. cluster/peer authenticates the
+// connection (cluster secret or mutual TLS), so requests carry no signature of their own.
+//
+// One request per connection: a JSON line (ChannelRequest), followed for "restore" by Size
+// bytes of backup; the answer is a JSON line (channelResponse), followed for "snapshot" by
+// Size bytes of backup.
+
+// ChannelRequest is one request on the admin channel.
+type ChannelRequest struct {
+	Op    string `json:"op"` // "add", "remove", "snapshot", "restore" or "state"
+	ID    string `json:"id,omitempty"`
+	Addr  string `json:"addr,omitempty"`
+	Voter bool   `json:"voter,omitempty"`
+	Floor uint64 `json:"floor,omitempty"` // restore: the requested token floor
+	Size  int64  `json:"size,omitempty"`  // restore: bytes of backup after the request line
+}
+
+type channelResponse struct {
+	Error    string             `json:"error,omitempty"`
+	NotFound bool               `json:"not_found,omitempty"`
+	Size     int64              `json:"size,omitempty"` // snapshot: bytes of backup after the line
+	Info     *fsm.SnapshotInfo  `json:"info,omitempty"`
+	Restored *raftnode.Restored `json:"restored,omitempty"`
+	State    *NodeState         `json:"state,omitempty"`
+}
+
+// NodeState is what a node tells a peer that is deciding whether to bootstrap.
+type NodeState struct {
+	ID        string `json:"id"`
+	LastIndex uint64 `json:"last_index"` // its last raft log index; 0 while it has no raft state
+	// Starting: this node has no raft state and is itself waiting to bootstrap.
+	Starting bool `json:"starting,omitempty"`
+}
+
+// HasHistory reports whether the node has raft history beyond a bootstrap configuration:
+// a cluster exists there (every elected leader appends at least one entry after it).
+func (s NodeState) HasHistory() bool { return s.LastIndex > 1 }
+
+// MaxSnapshot bounds a backup sent to or through a node (1 GiB: some 5 million held keys).
+const MaxSnapshot = 1 << 30
+
+// ServeChannel answers requests on ln (the admin channel's listener) with local, which must
+// act on this node without forwarding again. It returns when ln is closed.
+func ServeChannel(ln net.Listener, local Cluster, log hclog.Logger) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go serveChannelConn(conn, local, log)
+	}
+}
+
+func serveChannelConn(conn net.Conn, local Cluster, log hclog.Logger) {
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(callTimeout + 5*time.Second))
+	br := bufio.NewReader(conn)
+	line, err := readLine(br)
+	if err != nil {
+		return
+	}
+	var req ChannelRequest
+	if err := json.Unmarshal(line, &req); err != nil {
+		return
+	}
+	timeout := callTimeout
+	if req.Op == "snapshot" || req.Op == "restore" {
+		timeout = transferTimeout
+	}
+	conn.SetDeadline(time.Now().Add(timeout + 5*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var resp channelResponse
+	var payload []byte
+	switch req.Op {
+	case "add":
+		err = local.AddMember(ctx, req.ID, req.Addr, req.Voter)
+	case "remove":
+		err = local.RemoveMember(ctx, req.ID)
+	case "state":
+		var st NodeState
+		if st, err = local.State(); err == nil {
+			resp.State = &st
+		}
+	case "snapshot":
+		var buf bytes.Buffer
+		var info fsm.SnapshotInfo
+		if info, err = local.Backup(ctx, &buf); err == nil {
+			resp.Info, resp.Size, payload = &info, int64(buf.Len()), buf.Bytes()
+		}
+	case "restore":
+		if req.Size <= 0 || req.Size > MaxSnapshot {
+			err = fmt.Errorf("admin: backup size %d out of range (1..%d)", req.Size, MaxSnapshot)
+			break
+		}
+		data := make([]byte, req.Size)
+		if _, err = io.ReadFull(br, data); err != nil {
+			return
+		}
+		var res raftnode.Restored
+		res, err = local.Restore(ctx, data, req.Floor)
+		resp.Restored = &res
+	default:
+		err = errors.New("admin: unknown channel op " + req.Op)
+	}
+	if err != nil {
+		resp.Error, resp.NotFound = err.Error(), errors.Is(err, ErrNotFound)
+	}
+	if req.Op != "state" {
+		log.Info("admin channel request", "op", req.Op, "id", req.ID, "error", resp.Error)
+	}
+	out, _ := json.Marshal(resp)
+	if _, err := conn.Write(append(out, '\n')); err == nil && len(payload) > 0 {
+		conn.Write(payload)
+	}
+}
+
+// readLine reads one request or response line (bounded by maxBody).
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		part, isPrefix, err := br.ReadLine()
+		if err != nil {
+			return nil, err
+		}
+		line = append(line, part...)
+		if len(line) > maxBody {
+			return nil, errors.New("admin: channel line too long")
+		}
+		if !isPrefix {
+			return line, nil
+		}
+	}
+}
+
+// call sends req (and payload) over conn and reads the answer (and its payload). conn is
+// closed when it returns.
+func call(ctx context.Context, conn net.Conn, req ChannelRequest, payload []byte) (channelResponse, []byte, error) {
+	defer conn.Close()
+	var resp channelResponse
+	if d, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(d)
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		return resp, nil, err
+	}
+	if _, err := conn.Write(append(line, '\n')); err != nil {
+		return resp, nil, err
+	}
+	if len(payload) > 0 {
+		if _, err := conn.Write(payload); err != nil {
+			return resp, nil, err
+		}
+	}
+	br := bufio.NewReader(conn)
+	if line, err = readLine(br); err != nil {
+		return resp, nil, errors.New("admin: no answer from the peer: " + err.Error())
+	}
+	if err := json.Unmarshal(line, &resp); err != nil {
+		return resp, nil, fmt.Errorf("admin: bad answer from the peer: %w", err)
+	}
+	switch {
+	case resp.NotFound:
+		return resp, nil, errors.Join(ErrNotFound, errors.New(resp.Error))
+	case resp.Error != "":
+		return resp, nil, errors.New(resp.Error)
+	}
+	if resp.Size < 0 || resp.Size > MaxSnapshot {
+		return resp, nil, fmt.Errorf("admin: the peer announced %d bytes", resp.Size)
+	}
+	var body []byte
+	if resp.Size > 0 {
+		body = make([]byte, resp.Size)
+		if _, err := io.ReadFull(br, body); err != nil {
+			return resp, nil, fmt.Errorf("admin: backup cut short: %w", err)
+		}
+	}
+	return resp, body, nil
+}
+
+// CallChannel sends a membership change (Op "add" or "remove") over conn (a dialed admin
+// channel to the leader) and waits for the outcome. conn is closed when it returns.
+func CallChannel(ctx context.Context, conn net.Conn, req ChannelRequest) error {
+	_, _, err := call(ctx, conn, req, nil)
+	return err
+}
+
+// CallBackup asks the node behind conn for a backup and writes it to w.
+func CallBackup(ctx context.Context, conn net.Conn, w io.Writer) (fsm.SnapshotInfo, error) {
+	resp, body, err := call(ctx, conn, ChannelRequest{Op: "snapshot"}, nil)
+	if err != nil {
+		return fsm.SnapshotInfo{}, err
+	}
+	if resp.Info == nil {
+		return fsm.SnapshotInfo{}, errors.New("admin: the peer sent a backup without its description")
+	}
+	_, err = w.Write(body)
+	return *resp.Info, err
+}
+
+// CallRestore sends a backup to the node behind conn to restore, with floor.
+func CallRestore(ctx context.Context, conn net.Conn, data []byte, floor uint64) (raftnode.Restored, error) {
+	resp, _, err := call(ctx, conn, ChannelRequest{Op: "restore", Floor: floor, Size: int64(len(data))}, data)
+	if err != nil {
+		return raftnode.Restored{}, err
+	}
+	if resp.Restored == nil {
+		return raftnode.Restored{}, errors.New("admin: the peer answered a restore without its outcome")
+	}
+	return *resp.Restored, nil
+}
+
+// CallState asks the node behind conn what it holds.
+func CallState(ctx context.Context, conn net.Conn) (NodeState, error) {
+	resp, _, err := call(ctx, conn, ChannelRequest{Op: "state"}, nil)
+	if err != nil {
+		return NodeState{}, err
+	}
+	if resp.State == nil {
+		return NodeState{}, errors.New("admin: the peer answered without its state")
+	}
+	return *resp.State, nil
+}

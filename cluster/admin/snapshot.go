@@ -1,0 +1,92 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/latchd/latch/fsm"
+)
+
+// Backup and restore over HTTP (both signed like membership changes):
+//
+//	GET  /v1/snapshot                  200: the backup (application/octet-stream, the FSM's
+//	                                   snapshot format), described by the X-Latch-Snapshot-*
+//	                                   headers
+//	POST /v1/restore?token_floor=N     body: a backup; 200: the outcome as JSON
+//
+// Both are served by any node and done on the leader. token_floor is required, so that an
+// operator decides it (0 is allowed, explicitly): tokens issued after the backup was taken
+// are the trap, since fenced resources have seen them.
+
+// Headers describing a backup.
+const (
+	HeaderSnapshotIndex     = "X-Latch-Snapshot-Index"
+	HeaderSnapshotLastToken = "X-Latch-Snapshot-Last-Token"
+	HeaderSnapshotKeys      = "X-Latch-Snapshot-Keys"
+)
+
+func snapshots(mux *http.ServeMux, c Cluster, v *Verifier) {
+	mux.HandleFunc("GET /v1/snapshot", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := verified(w, r, v); !ok {
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), transferTimeout)
+		defer cancel()
+		var buf bytes.Buffer
+		info, err := c.Backup(ctx, &buf)
+		if err != nil {
+			writeErr(w, http.StatusServiceUnavailable, fmt.Errorf("backup: %w", err))
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("Content-Length", strconv.Itoa(buf.Len()))
+		h.Set(HeaderSnapshotIndex, strconv.FormatUint(info.Index, 10))
+		h.Set(HeaderSnapshotLastToken, strconv.FormatUint(uint64(info.LastToken), 10))
+		h.Set(HeaderSnapshotKeys, strconv.Itoa(info.Keys))
+		w.WriteHeader(http.StatusOK)
+		w.Write(buf.Bytes())
+	})
+	mux.HandleFunc("POST /v1/restore", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query().Get("token_floor")
+		floor, err := strconv.ParseUint(q, 10, 64)
+		if err != nil || floor > uint64(fsm.MaxToken) {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("restore: token_floor %q: give a number 0..%d (see deploy/README.md on choosing it)", q, uint64(fsm.MaxToken)))
+			return
+		}
+		data, err := io.ReadAll(io.LimitReader(r.Body, MaxSnapshot+1))
+		if err != nil {
+			writeErr(w, http.StatusBadRequest, err)
+			return
+		}
+		if len(data) > MaxSnapshot {
+			writeErr(w, http.StatusRequestEntityTooLarge, fmt.Errorf("restore: backup larger than %d bytes", MaxSnapshot))
+			return
+		}
+		if err := v.Verify(r, data); err != nil {
+			writeErr(w, http.StatusUnauthorized, err)
+			return
+		}
+		if _, err := fsm.InspectSnapshot(bytes.NewReader(data)); err != nil {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("restore: %w", err))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), transferTimeout)
+		defer cancel()
+		res, err := c.Restore(ctx, data, floor)
+		if err != nil {
+			code := http.StatusServiceUnavailable
+			if errors.Is(err, fsm.ErrSnapshotCorrupt) || errors.Is(err, fsm.ErrFloorRange) {
+				code = http.StatusBadRequest
+			}
+			writeErr(w, code, fmt.Errorf("restore: %w", err))
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+	})
+}
