@@ -50,35 +50,45 @@ func adminSecret(c *cli.Context) ([]byte, error) {
 // callSigned sends a (signed, when secret is set) admin request and decodes a JSON answer
 // into out, turning an {"error": ...} answer into an error.
 func callSigned(ctx context.Context, method, url string, body, secret []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	_, data, err := doSigned(ctx, method, url, body, secret, 1<<20)
 	if err != nil {
 		return err
-	}
-	if secret != nil {
-		if err := admin.Sign(req, secret, body, time.Now()); err != nil {
-			return err
-		}
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		var e struct{ Error string }
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%s: %s", resp.Status, e.Error)
-		}
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
 	}
 	if out != nil {
 		return json.Unmarshal(data, out)
 	}
 	return nil
+}
+
+// doSigned sends a (signed, when secret is set) admin request and returns the answer's
+// headers and body (at most limit bytes), turning a non-2xx answer into an error.
+func doSigned(ctx context.Context, method, url string, body, secret []byte, limit int64) (http.Header, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	if secret != nil {
+		if err := admin.Sign(req, secret, body, time.Now()); err != nil {
+			return nil, nil, err
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct{ Error string }
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			return nil, nil, fmt.Errorf("%s: %s", resp.Status, e.Error)
+		}
+		return nil, nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
+	}
+	return resp.Header, data, nil
 }
 
 func postSigned(ctx context.Context, url string, body, secret []byte) error {

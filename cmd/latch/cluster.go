@@ -1,15 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -33,8 +38,10 @@ func clusterFlags() []cli.Flag {
 		&cli.StringFlag{Name: "raft-addr", Value: "127.0.0.1:7401", Usage: "peer `ADDR` to listen on: Raft and forwarding (cluster mode)", EnvVars: env("RAFT_ADDR")},
 		&cli.StringFlag{Name: "advertise", Usage: "the peer `ADDR` other nodes dial; may be a DNS name (default: --raft-addr)", EnvVars: env("ADVERTISE")},
 		&cli.BoolFlag{Name: "bootstrap", Usage: "start a new one-node cluster (ignored when --data-dir holds state)", EnvVars: env("BOOTSTRAP")},
-		&cli.StringFlag{Name: "initial-cluster", Usage: "`ID=ADDR,...`: every initial node starts with the same list; safe to restart with it", EnvVars: env("INITIAL_CLUSTER")},
-		&cli.StringFlag{Name: "join", Usage: "`ADDR` (--http of any member): ask the cluster to add this node; a member already just rejoins", EnvVars: env("JOIN")},
+		&cli.StringFlag{Name: "initial-cluster", Usage: "`ID=ADDR,...`: every initial node starts with the same list; safe to restart with it. " +
+			"A listed node with an empty --data-dir bootstraps only once every other listed node answers that it is new too", EnvVars: env("INITIAL_CLUSTER")},
+		&cli.StringFlag{Name: "join", Usage: "`ADDR` (--http of any member): ask the cluster to add this node; a member already just rejoins. " +
+			"May be given with --initial-cluster: nodes not in the list join, listed ones use it if they find the cluster already exists", EnvVars: env("JOIN")},
 	}
 }
 
@@ -129,6 +136,8 @@ func (l *lateRaft) Read(fn func(*fsm.Table)) {
 type clusterParts struct {
 	mux      *peer.Mux
 	raft     *raftnode.Node
+	rp       *atomic.Pointer[raftnode.Node] // raft, for membership
+	id       string
 	adv      string
 	stopJoin context.CancelFunc
 	late     *lateRaft
@@ -221,17 +230,32 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg ser
 	if err != nil {
 		return nil, err
 	}
-	if c.Bool("bootstrap") && len(initial) > 0 {
-		return nil, errors.New("--bootstrap and --initial-cluster exclude each other: use --initial-cluster on every initial node")
+	joinAddr := c.String("join")
+	if c.Bool("bootstrap") && (len(initial) > 0 || joinAddr != "") {
+		return nil, errors.New("--bootstrap excludes --initial-cluster and --join: use --initial-cluster on every initial node, --join on nodes added later")
 	}
-	if c.String("join") != "" && (c.Bool("bootstrap") || len(initial) > 0) {
-		return nil, errors.New("--join excludes --bootstrap and --initial-cluster: a joining node gets its configuration from the cluster")
+	self := slices.IndexFunc(initial, func(p raftnode.Peer) bool { return p.ID == id })
+	if len(initial) > 0 && self < 0 && joinAddr == "" {
+		return nil, fmt.Errorf("--id %q is not in --initial-cluster: list it there, or give --join ADDR (any member's --http) so the cluster adds it", id)
 	}
 	if err := server.CheckListen(c.String("raft-addr"), len(secrets) > 0 || tlsCfg.peer != nil, c.Bool("insecure")); err != nil {
 		return nil, fmt.Errorf("--raft-addr: %w (or give the peers mutual TLS with --tls-ca)", err)
 	}
+	adv := c.String("advertise")
+	switch {
+	case self >= 0 && adv == "":
+		adv = initial[self].Addr
+	case self >= 0 && adv != initial[self].Addr:
+		return nil, fmt.Errorf("--initial-cluster gives %q the address %q but --advertise is %q: use the same address in both", id, initial[self].Addr, adv)
+	case adv == "":
+		adv = c.String("raft-addr")
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	hasState, err := raftnode.HasState(filepath.Clean(dir))
+	if err != nil {
+		return nil, err
 	}
 	pcfg := peer.DefaultConfig()
 	pcfg.Secrets, pcfg.Logger = secrets, log.Named("peer")
@@ -240,18 +264,32 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg ser
 	if err != nil {
 		return nil, fmt.Errorf("--raft-addr: %w", err)
 	}
-	adv := c.String("advertise")
-	if adv == "" {
-		adv = c.String("raft-addr")
-	}
 	stream, err := peer.NewStreamLayer(mux, advertised(adv))
 	if err != nil {
 		mux.Close()
 		return nil, fmt.Errorf("--advertise: %w", err)
 	}
+	rp := &atomic.Pointer[raftnode.Node]{}
+	go admin.ServeChannel(mux.Listener(peer.ChannelAdmin), membership{rp: rp, mux: mux, id: id, starting: !hasState}, log.Named("admin"))
+
+	bootstrap := false
+	if !hasState && self >= 0 {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		bootstrap, err = awaitInitialMembers(ctx, log.Named("bootstrap"), mux, id, c.String("http"), initial)
+		stop()
+		if err != nil {
+			stream.Close()
+			mux.Close()
+			return nil, fmt.Errorf("deciding whether to bootstrap: %w", err)
+		}
+	}
+
 	rcfg := raftnode.DefaultConfig()
 	rcfg.ID, rcfg.DataDir, rcfg.Advertise, rcfg.Stream = id, filepath.Clean(dir), adv, stream
-	rcfg.Bootstrap, rcfg.InitialCluster, rcfg.TokenFloor = c.Bool("bootstrap"), initial, floor
+	rcfg.Bootstrap, rcfg.TokenFloor = c.Bool("bootstrap"), floor
+	if bootstrap {
+		rcfg.InitialCluster = initial
+	}
 	rcfg.Logger = log
 	rcfg.OnLeader = func(f *fsm.FSM) {
 		late.fsm.Store(f)
@@ -268,20 +306,25 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg ser
 		mux.Close()
 		return nil, err
 	}
+	rp.Store(r)
 	late.r.Store(r)
 	late.fsm.Store(r.FSM())
-	parts := &clusterParts{mux: mux, raft: r, adv: adv, late: late, done: make(chan struct{})}
-	go admin.ServeChannel(mux.Listener(peer.ChannelAdmin), membership{r: r, mux: mux}, log.Named("admin"))
-	if j := c.String("join"); j != "" {
+	parts := &clusterParts{mux: mux, raft: r, rp: rp, id: id, adv: adv, late: late, done: make(chan struct{})}
+	if joinAddr != "" && !bootstrap {
 		ctx, cancel := context.WithCancel(context.Background())
 		parts.stopJoin = cancel
 		var secret []byte
 		if len(secrets) > 0 {
 			secret = secrets[0]
 		}
-		go join(ctx, log.Named("join"), r, j, id, adv, secret)
+		go join(ctx, log.Named("join"), r, joinAddr, id, adv, secret)
 	}
 	return parts, nil
+}
+
+// admin is the HTTP side of membership and backups: it forwards to the leader.
+func (p *clusterParts) admin() membership {
+	return membership{rp: p.rp, mux: p.mux, id: p.id, forward: true}
 }
 
 // stop transfers leadership if this node leads, then closes raft and the peer port.
@@ -298,57 +341,134 @@ func (p *clusterParts) stop(ctx context.Context) error {
 	return err
 }
 
-// membership implements admin.Cluster on this node: the leader changes the configuration
-// itself; a follower forwards the change over the peer port's admin channel.
+// membership implements admin.Cluster on this node: the leader changes the configuration,
+// takes backups and restores them itself; a follower forwards those to the leader over the
+// peer port's admin channel.
 type membership struct {
-	r       *raftnode.Node
+	rp      *atomic.Pointer[raftnode.Node] // nil until raft is open
 	mux     *peer.Mux
+	id      string
 	forward bool // false on the admin channel's serving side: never forward twice
+	// starting: this node had no raft state at startup, so until raft is open it answers
+	// State as a new member (one that may bootstrap); a node with state answers nothing
+	// until raft is open, so that no peer mistakes it for a new one.
+	starting bool
+}
+
+var errStarting = errors.New("this node is starting: try again in a moment")
+
+func (m membership) node() (*raftnode.Node, error) {
+	if r := m.rp.Load(); r != nil {
+		return r, nil
+	}
+	return nil, errStarting
 }
 
 func (m membership) Members() ([]admin.Member, error) {
+	r, err := m.node()
+	if err != nil {
+		return nil, err
+	}
 	var out []admin.Member
-	for _, s := range m.r.Servers() {
+	for _, s := range r.Servers() {
 		out = append(out, admin.Member{ID: s.ID, Addr: s.Addr, Suffrage: s.Suffrage})
 	}
 	return out, nil
 }
 
 func (m membership) AddMember(ctx context.Context, id, addr string, voter bool) error {
-	var err error
-	if voter {
-		err = m.r.AddVoter(id, addr)
-	} else {
-		err = m.r.AddNonvoter(id, addr)
+	r, err := m.node()
+	if err != nil {
+		return err
 	}
-	return m.orForward(ctx, err, admin.ChannelRequest{Op: "add", ID: id, Addr: addr, Voter: voter})
+	if voter {
+		err = r.AddVoter(id, addr)
+	} else {
+		err = r.AddNonvoter(id, addr)
+	}
+	return m.orForward(ctx, err, func(conn net.Conn) error {
+		return admin.CallChannel(ctx, conn, admin.ChannelRequest{Op: "add", ID: id, Addr: addr, Voter: voter})
+	})
 }
 
 func (m membership) RemoveMember(ctx context.Context, id string) error {
+	r, err := m.node()
+	if err != nil {
+		return err
+	}
 	found := false
-	for _, s := range m.r.Servers() {
+	for _, s := range r.Servers() {
 		found = found || s.ID == id
 	}
 	if !found {
 		return fmt.Errorf("%w: %q (see latch peers list)", admin.ErrNotFound, id)
 	}
-	return m.orForward(ctx, m.r.RemoveServer(id), admin.ChannelRequest{Op: "remove", ID: id})
+	return m.orForward(ctx, r.RemoveServer(id), func(conn net.Conn) error {
+		return admin.CallChannel(ctx, conn, admin.ChannelRequest{Op: "remove", ID: id})
+	})
 }
 
-// orForward sends req to the leader when err says this node is not it.
-func (m membership) orForward(ctx context.Context, err error, req admin.ChannelRequest) error {
+func (m membership) Backup(ctx context.Context, w io.Writer) (fsm.SnapshotInfo, error) {
+	r, err := m.node()
+	if err != nil {
+		return fsm.SnapshotInfo{}, err
+	}
+	// The leader's backup is buffered whole before any byte goes to w, so that a failure
+	// here leaves w empty and forwarding can still go ahead.
+	var buf bytes.Buffer
+	info, err := r.Backup(ctx, &buf)
+	if err == nil {
+		_, err = w.Write(buf.Bytes())
+		return info, err
+	}
+	err = m.orForward(ctx, err, func(conn net.Conn) error {
+		info, err = admin.CallBackup(ctx, conn, w)
+		return err
+	})
+	return info, err
+}
+
+func (m membership) Restore(ctx context.Context, data []byte, floor uint64) (raftnode.Restored, error) {
+	r, err := m.node()
+	if err != nil {
+		return raftnode.Restored{}, err
+	}
+	res, err := r.Restore(ctx, data, floor)
+	err = m.orForward(ctx, err, func(conn net.Conn) error {
+		res, err = admin.CallRestore(ctx, conn, data, floor)
+		return err
+	})
+	return res, err
+}
+
+func (m membership) State() (admin.NodeState, error) {
+	r := m.rp.Load()
+	switch {
+	case r != nil:
+		return admin.NodeState{ID: m.id, LastIndex: r.Status().LastLogIndex}, nil
+	case m.starting:
+		return admin.NodeState{ID: m.id, Starting: true}, nil
+	default:
+		return admin.NodeState{}, errStarting
+	}
+}
+
+// orForward runs call on a connection to the leader's admin channel when err says this
+// node is not the leader; otherwise it returns err.
+func (m membership) orForward(ctx context.Context, err error, call func(net.Conn) error) error {
 	if err == nil || !m.forward || !errors.Is(err, raftnode.ErrNotLeader) {
 		return err
 	}
-	_, leader := m.r.Leader()
-	if leader == "" {
-		return fmt.Errorf("no leader known to forward to: %w", err)
+	r, _ := m.node()
+	id, leader := r.Leader()
+	if leader == "" || id == m.id {
+		return fmt.Errorf("no leader to forward to yet: %w", err)
 	}
 	conn, derr := m.mux.Dial(ctx, leader, peer.ChannelAdmin)
 	if derr != nil {
 		return fmt.Errorf("forwarding to the leader %s: %w", leader, derr)
 	}
-	return admin.CallChannel(ctx, conn, req)
+	return call(conn)
 }
 
 // join asks the cluster behind httpAddr (any member's --http) to add this node, until it

@@ -57,7 +57,10 @@ func startTestCluster(t *testing.T, n int, extra ...string) *testCluster {
 			"--data-dir", filepath.Join(tc.dataDir, fmt.Sprintf("n%d", i+1)),
 			"--raft-addr", tc.raft[i], "--initial-cluster", strings.Join(ic, ",")}, extra...)
 		tc.args = append(tc.args, args)
-		tc.procs = append(tc.procs, startServer(t, nil, args...))
+		tc.procs = append(tc.procs, spawnServer(t, nil, args...)) // they wait for each other
+	}
+	for _, p := range tc.procs {
+		p.awaitServing(t)
 	}
 	return tc
 }

@@ -35,6 +35,8 @@ func newApp() *cli.App {
 			benchCommand(),
 			statusCommand(),
 			peersCommand(),
+			snapshotCommand(),
+			recoverCommand(),
 			versionCommand(),
 		},
 		HideVersion: false,

@@ -344,22 +344,24 @@ func (lab *partitionLab) startNodes() {
 		ic = append(ic, n.id+"="+n.addr+":7401")
 	}
 	for _, n := range lab.nodes {
-		n.p = lab.startInNS(n.ns, "server", "--log-format", "json", "--mode", "cluster", "--id", n.id,
+		n.p = lab.spawnInNS(n.ns, "server", "--log-format", "json", "--mode", "cluster", "--id", n.id,
 			"--data-dir", filepath.Join(lab.dataDir, n.id), "--listen", n.listen(), "--raft-addr", n.addr+":7401",
 			"--http", n.http(), "--initial-cluster", strings.Join(ic, ","), "--secret-file", lab.secret)
 	}
+	for _, n := range lab.nodes { // they wait for each other before bootstrapping
+		n.p.awaitServing(lab.t)
+	}
 }
 
-// startInNS runs the latch binary with args inside namespace ns (ip netns exec replaces
-// itself with it, so the process is latch itself) and waits until it logs that it serves.
-// It is killed in t.Cleanup; its log is printed if the test failed.
-func (lab *partitionLab) startInNS(ns string, args ...string) *proc {
-	t := lab.t
-	t.Helper()
+// spawnInNS runs the latch binary with args inside namespace ns (ip netns exec replaces
+// itself with it, so the process is latch itself); awaitServing waits until it serves. It
+// is killed in t.Cleanup; its log is printed if the test failed.
+func (lab *partitionLab) spawnInNS(ns string, args ...string) *proc {
+	lab.t.Helper()
 	cmd := exec.Command(lab.ipPath, append([]string{"netns", "exec", ns, latchBin}, args...)...)
 	// Best effort against a test binary that dies without running its cleanups.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return launch(t, cmd, "latch in "+ns)
+	return spawn(lab.t, cmd, "latch in "+ns)
 }
 
 // latch runs the latch binary with args inside namespace ns, bounded by d, and returns its

@@ -68,11 +68,23 @@ type proc struct {
 	err    error // Wait's result, once exited is closed
 	listen string
 	http   string
+
+	what    string
+	serving chan map[string]any // the "latch serving" log line, once
 }
 
 // startServer runs `latch server` with args (JSON logs, ports picked by the kernel unless
 // args or env set them) and waits until it logs that it serves.
 func startServer(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	p := spawnServer(t, env, args...)
+	p.awaitServing(t)
+	return p
+}
+
+// spawnServer starts `latch server` as startServer does, without waiting: nodes that wait
+// for each other (an initial cluster) are all spawned first, then awaited.
+func spawnServer(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	full := append([]string{"server", "--log-format", "json"}, args...)
 	if !hasFlag(args, env, "listen") {
@@ -83,14 +95,14 @@ func startServer(t *testing.T, env []string, args ...string) *proc {
 	}
 	cmd := exec.Command(latchBin, full...)
 	cmd.Env = append(os.Environ(), env...)
-	return launch(t, cmd, "server")
+	return spawn(t, cmd, "server")
 }
 
-// launch starts cmd (a latch server), kills it when the test ends (printing its log if the
-// test failed), and waits until it logs that it serves, noting its client and HTTP addresses.
-func launch(t *testing.T, cmd *exec.Cmd, what string) *proc {
+// spawn starts cmd (a latch server) and kills it when the test ends (printing its log if
+// the test failed). awaitServing then waits until it logs that it serves.
+func spawn(t *testing.T, cmd *exec.Cmd, what string) *proc {
 	t.Helper()
-	p := &proc{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{}), what: what, serving: make(chan map[string]any, 1)}
 	pr, pw := io.Pipe()
 	p.cmd.Stderr = io.MultiWriter(p.stderr, pw)
 	if err := p.cmd.Start(); err != nil {
@@ -108,7 +120,6 @@ func launch(t *testing.T, cmd *exec.Cmd, what string) *proc {
 			t.Logf("log of %s:\n%s", what, p.stderr.String())
 		}
 	})
-	serving := make(chan map[string]any, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -117,21 +128,27 @@ func launch(t *testing.T, cmd *exec.Cmd, what string) *proc {
 			var line map[string]any
 			if !found && json.Unmarshal(sc.Bytes(), &line) == nil && line["@message"] == "latch serving" {
 				found = true
-				serving <- line
+				p.serving <- line
 			}
 		}
 		io.Copy(io.Discard, pr) // keep the writer from blocking after a scan error
 	}()
+	return p
+}
+
+// awaitServing waits until the process logs that it serves and notes its client and HTTP
+// addresses.
+func (p *proc) awaitServing(t *testing.T) {
+	t.Helper()
 	select {
-	case line := <-serving:
+	case line := <-p.serving:
 		p.listen, _ = line["listen"].(string)
 		p.http, _ = line["http"].(string)
 	case <-p.exited:
-		t.Fatalf("%s exited before serving: %v\n%s", what, p.err, p.stderr.String())
+		t.Fatalf("%s exited before serving: %v\n%s", p.what, p.err, p.stderr.String())
 	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not log 'latch serving' within 30 s:\n%s", what, p.stderr.String())
+		t.Fatalf("%s did not log 'latch serving' within 30 s:\n%s", p.what, p.stderr.String())
 	}
-	return p
 }
 
 func hasFlag(args, env []string, name string) bool {

@@ -113,6 +113,7 @@ func runServer(c *cli.Context) error {
 		if parts, err = startCluster(c, log, secrets, tlsCfg, node, late, nodeCfg.TokenFloor); err != nil {
 			return err
 		}
+		registerRaftMetrics(metrics.Registry, parts.raft)
 	}
 	scfg := server.Config{
 		Secrets:  secrets,
@@ -157,7 +158,7 @@ func runServer(c *cli.Context) error {
 	opts := admin.Options{Pprof: c.Bool("pprof"), Status: func() any { return map[string]any{"mode": mode, "node": node.Stats()} }}
 	if parts != nil {
 		opts.Status = func() any { return map[string]any{"mode": mode, "node": node.Stats(), "raft": parts.raft.Status()} }
-		opts.Cluster = membership{r: parts.raft, mux: parts.mux, forward: true}
+		opts.Cluster = parts.admin()
 		opts.Verifier = admin.NewVerifier(secrets, nil)
 	}
 	hs := &http.Server{Handler: admin.Handler(metrics.Registry, ready, opts), ReadHeaderTimeout: 5 * time.Second}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/peer"
+	"github.com/latchd/latch/cluster/raftnode"
+)
+
+// Bootstrapping from --initial-cluster safely, when every pod gets the same arguments.
+//
+// A node listed in --initial-cluster whose data directory is empty may be starting a new
+// cluster (all members are new), or may be a member whose disk was lost or wiped (the
+// others carry on, or were recovered from one survivor). Bootstrapping in the second case
+// would let wiped members form a rival cluster with no locks and a counter back at the
+// floor. So before bootstrapping, the node asks every other listed member over the peer
+// port (admin channel, authenticated) what it holds:
+//
+//   - all answer, and none has history (a log beyond a bootstrap configuration): bootstrap
+//     with the list (every new member does the same, which raft allows);
+//   - any has history: a cluster exists; start empty and let it take this node back (it is
+//     in the configuration, or --join asks to be added);
+//   - otherwise (some do not answer): wait and ask again. A new cluster needs every initial
+//     member up once; from then on it needs only a majority.
+
+// probeTimeout bounds one question to one member.
+const probeTimeout = 3 * time.Second
+
+// awaitInitialMembers blocks until it can decide, and reports whether to bootstrap. While it
+// waits it serves /healthz (alive) and /readyz (not ready, saying why) on httpAddr, so that
+// a liveness probe does not restart a pod that waits for its peers.
+func awaitInitialMembers(ctx context.Context, log hclog.Logger, mux *peer.Mux, self, httpAddr string, initial []raftnode.Peer) (bool, error) {
+	var mu sync.Mutex
+	waiting := "asking the other initial members what they hold"
+	stopHTTP, err := serveWaiting(httpAddr, func() string { mu.Lock(); defer mu.Unlock(); return waiting })
+	if err != nil {
+		return false, err
+	}
+	defer stopHTTP()
+
+	for attempt := 0; ; attempt++ {
+		var missing, history []string
+		var wg sync.WaitGroup
+		var amu sync.Mutex
+		for _, p := range initial {
+			if p.ID == self {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, err := probe(ctx, mux, p.Addr)
+				amu.Lock()
+				defer amu.Unlock()
+				switch {
+				case err != nil:
+					missing = append(missing, fmt.Sprintf("%s (%s: %v)", p.ID, p.Addr, err))
+				case st.HasHistory():
+					history = append(history, fmt.Sprintf("%s (last index %d)", p.ID, st.LastIndex))
+				}
+			}()
+		}
+		wg.Wait()
+		slices.Sort(missing)
+		switch {
+		case len(history) > 0:
+			log.Info("a cluster already exists: not bootstrapping; starting empty to be taken back into it", "members_with_history", strings.Join(history, ", "))
+			return false, nil
+		case len(missing) == 0:
+			log.Info("every initial member is new: bootstrapping the cluster", "members", len(initial))
+			return true, nil
+		}
+		mu.Lock()
+		waiting = "waiting for initial members to answer before bootstrapping: " + strings.Join(missing, "; ")
+		mu.Unlock()
+		if attempt%10 == 0 {
+			log.Warn("waiting for every initial member before bootstrapping (a wiped member must not start a rival cluster)",
+				"missing", strings.Join(missing, "; "), "attempt", attempt+1)
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// probe asks the member at addr for its state.
+func probe(ctx context.Context, mux *peer.Mux, addr string) (admin.NodeState, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	conn, err := mux.Dial(ctx, addr, peer.ChannelAdmin)
+	if err != nil {
+		return admin.NodeState{}, err
+	}
+	return admin.CallState(ctx, conn)
+}
+
+// serveWaiting serves /healthz and /readyz on addr until the returned stop is called.
+func serveWaiting(addr string, why func() string) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("not ready: " + why() + "\n"))
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		hs.Shutdown(ctx)
+		<-done
+	}, nil
+}

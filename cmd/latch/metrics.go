@@ -1,0 +1,33 @@
+package main
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/latchd/latch/cluster/raftnode"
+)
+
+// registerRaftMetrics adds cluster mode's raft gauges to reg.
+func registerRaftMetrics(reg prometheus.Registerer, r *raftnode.Node) {
+	g := func(name, help string, f func(raftnode.Progress) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(r.Progress()) })
+	}
+	reg.MustRegister(
+		g("latch_raft_term", "The current raft term (rises with every election).", func(p raftnode.Progress) float64 { return float64(p.Term) }),
+		g("latch_raft_commit_index", "The highest raft log index this node knows is committed.", func(p raftnode.Progress) float64 { return float64(p.CommitIndex) }),
+		g("latch_raft_applied_index", "The highest raft log index this node has applied to its lock table.", func(p raftnode.Progress) float64 { return float64(p.AppliedIndex) }),
+		g("latch_raft_last_contact_seconds", "Seconds since this follower last heard from a leader (0 on the leader; -1 if it never has).",
+			func(p raftnode.Progress) float64 {
+				switch {
+				case p.Leading:
+					return 0
+				case p.LastContact.IsZero():
+					return -1
+				}
+				return time.Since(p.LastContact).Seconds()
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "latch_raft_voters", Help: "Voters in the latest cluster configuration."},
+			func() float64 { return float64(r.Voters()) }),
+	)
+}

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/raftnode"
+	"github.com/latchd/latch/fsm"
+)
+
+// transferTimeout bounds one backup or restore from the command line.
+const transferTimeout = 6 * time.Minute
+
+func snapshotCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "snapshot",
+		Usage: "back up the whole lock state (held locks and the token counter), or restore it",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "save",
+				Usage:     "write a consistent backup, taken on the leader through any node, to FILE",
+				ArgsUsage: "FILE",
+				Description: "The backup is written to FILE.tmp, verified (it carries a CRC-32C) and renamed to FILE.\n" +
+					"It holds every lock held when it was taken and the last token issued.",
+				Flags:  adminFlags(),
+				Action: snapshotSave,
+			},
+			{
+				Name:      "restore",
+				Usage:     "replace the whole state of a running cluster with the backup in FILE",
+				ArgsUsage: "FILE",
+				Description: "Every member's lock table becomes the backup's. The token counter becomes the largest of\n" +
+					"the backup's, --token-floor and the cluster's current one, so no token is issued twice.\n" +
+					"Tokens issued after the backup was taken are the trap: fenced resources have seen them.\n" +
+					"Set --token-floor at or above the highest token ever issued (the max of latch_last_token\n" +
+					"over the old cluster's history, or the highest token your resources stored), with a margin.\n" +
+					"See deploy/README.md, \"Restore\".",
+				Flags: append(adminFlags(),
+					&cli.Uint64Flag{Name: "token-floor", Required: true, Usage: "`N`: the next token is above N (required; 0 keeps the backup's counter)"}),
+				Action: snapshotRestore,
+			},
+		},
+	}
+}
+
+func oneFile(c *cli.Context, verb string) (string, error) {
+	if c.NArg() != 1 {
+		return "", cli.Exit(fmt.Sprintf("latch %s: want exactly one FILE argument, after the flags (got %d)", verb, c.NArg()), exitUsage)
+	}
+	return c.Args().First(), nil
+}
+
+func snapshotSave(c *cli.Context) error {
+	const verb = "snapshot save"
+	file, err := oneFile(c, verb)
+	if err != nil {
+		return err
+	}
+	secret, err := adminSecret(c)
+	if err != nil {
+		return cli.Exit("latch "+verb+": "+err.Error(), exitUsage)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, transferTimeout)
+	defer cancel()
+	_, data, err := doSigned(ctx, http.MethodGet, "http://"+c.String("http")+"/v1/snapshot", nil, secret, admin.MaxSnapshot+1)
+	if err != nil {
+		return cli.Exit("latch "+verb+": "+err.Error(), exitUnavailable)
+	}
+	info, err := fsm.InspectSnapshot(bytes.NewReader(data))
+	if err != nil {
+		return cli.Exit("latch "+verb+": the backup received does not verify, nothing written: "+err.Error(), exitUnavailable)
+	}
+	if err := writeFileAtomic(file, data); err != nil {
+		return cli.Exit("latch "+verb+": "+err.Error(), exitUnavailable)
+	}
+	fmt.Fprintf(c.App.Writer, "saved %s: %d bytes, index %d, last token %d, %d held keys\n",
+		file, len(data), info.Index, uint64(info.LastToken), info.Keys)
+	return nil
+}
+
+// writeFileAtomic writes data to file.tmp, syncs it and renames it to file.
+func writeFileAtomic(file string, data []byte) error {
+	tmp := file + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, file)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(file)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+func snapshotRestore(c *cli.Context) error {
+	const verb = "snapshot restore"
+	file, err := oneFile(c, verb)
+	if err != nil {
+		return err
+	}
+	secret, err := adminSecret(c)
+	if err != nil {
+		return cli.Exit("latch "+verb+": "+err.Error(), exitUsage)
+	}
+	floor := c.Uint64("token-floor")
+	if floor > uint64(fsm.MaxToken) {
+		return cli.Exit(fmt.Sprintf("latch %s: --token-floor %d is above the largest token %d", verb, floor, uint64(fsm.MaxToken)), exitUsage)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return cli.Exit("latch "+verb+": "+err.Error(), exitUsage)
+	}
+	info, err := fsm.InspectSnapshot(bytes.NewReader(data))
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("latch %s: %s: %v", verb, file, err), exitUsage)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, transferTimeout)
+	defer cancel()
+	url := "http://" + c.String("http") + "/v1/restore?token_floor=" + strconv.FormatUint(floor, 10)
+	var res raftnode.Restored
+	if err := callSigned(ctx, http.MethodPost, url, data, secret, &res); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return cli.Exit("latch "+verb+": no answer within "+transferTimeout.String()+"; check latch status before retrying", exitIndeterminate)
+		}
+		return cli.Exit("latch "+verb+": "+err.Error(), exitUnavailable)
+	}
+	fmt.Fprintf(c.App.Writer, "restored %s (%d held keys, last token %d): the cluster holds %d keys; last token %d "+
+		"(the largest of the backup's, --token-floor %d and the cluster's previous %d)\n",
+		file, info.Keys, uint64(info.LastToken), res.State.Keys, uint64(res.State.LastToken), floor, res.Previous)
+	return nil
+}
+
+func recoverCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "recover",
+		Usage: "offline: make this node's data a one-node cluster, after the cluster lost its quorum",
+		Description: "Run it with the node's server stopped, on the most up-to-date survivor (compare the\n" +
+			"--dry-run output of every survivor: highest last index). The node keeps its locks, becomes the\n" +
+			"only voter, and its token counter rises to at least --token-floor: entries the lost majority\n" +
+			"committed may be missing here, tokens among them. Then wipe the other survivors' data, start\n" +
+			"this node with its usual flags, and start the others: they join it. See deploy/README.md, \"Lost quorum\".",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "data-dir", Required: true, Usage: "the stopped node's `DIR`", EnvVars: env("DATA_DIR")},
+			&cli.StringFlag{Name: "id", Usage: "the node's `ID` (its --id)", EnvVars: env("ID")},
+			&cli.StringFlag{Name: "advertise", Usage: "the peer `ADDR` others dial (its --advertise)", EnvVars: env("ADVERTISE")},
+			&cli.Uint64Flag{Name: "token-floor", Usage: "`N`: the next token is above N (required unless --dry-run)"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "only print what the data directory holds"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+		},
+		Action: runRecover,
+	}
+}
+
+func runRecover(c *cli.Context) error {
+	const verb = "recover"
+	if c.Args().Present() {
+		return cli.Exit("latch recover takes no arguments, only flags", exitUsage)
+	}
+	dir := c.String("data-dir")
+	show := func(what string, ds raftnode.DiskState) {
+		if c.Bool("json") {
+			out, _ := json.Marshal(map[string]any{what: ds})
+			fmt.Fprintln(c.App.Writer, string(out))
+			return
+		}
+		fmt.Fprintf(c.App.Writer, "%s: last index %d (term %d), last token %d, %d held keys, members:",
+			what, ds.LastIndex, ds.LastTerm, uint64(ds.State.LastToken), ds.State.Keys)
+		for _, s := range ds.Servers {
+			fmt.Fprintf(c.App.Writer, " %s=%s(%s)", s.ID, s.Addr, s.Suffrage)
+		}
+		fmt.Fprintln(c.App.Writer)
+	}
+	if c.Bool("dry-run") {
+		ds, err := raftnode.Inspect(dir, nil)
+		if err != nil {
+			return cli.Exit("latch "+verb+": "+err.Error(), exitUnavailable)
+		}
+		show(dir, ds)
+		return nil
+	}
+	if !c.IsSet("token-floor") || c.String("id") == "" || c.String("advertise") == "" {
+		return cli.Exit("latch recover: give --id, --advertise and --token-floor (or --dry-run to look first)", exitUsage)
+	}
+	before, after, err := raftnode.Recover(raftnode.RecoverOptions{
+		DataDir: dir, ID: c.String("id"), Addr: c.String("advertise"), TokenFloor: c.Uint64("token-floor"),
+		Logger: nil,
+	})
+	if err != nil {
+		return cli.Exit("latch "+verb+": "+err.Error(), exitUnavailable)
+	}
+	show("before", before)
+	show("after", after)
+	if !c.Bool("json") {
+		fmt.Fprintf(c.App.Writer, "recovered: start this node as usual; it elects itself. Wipe the other survivors' data dirs before starting them.\n")
+	}
+	return nil
+}

@@ -1,0 +1,342 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/wire"
+	"github.com/latchd/latch/wire/wiretest"
+)
+
+// fixedCluster is a cluster whose nodes all get the same flags except their id, data dir and
+// addresses, which are fixed (so a restarted or wiped node comes back where it was), like
+// pods of a StatefulSet. --join points at node 0's --http.
+type fixedCluster struct {
+	t                  *testing.T
+	raft, http, listen []string
+	dir, secret        string
+	procs              []*proc
+}
+
+func newFixedCluster(t *testing.T, n int) *fixedCluster {
+	t.Helper()
+	ports := freePorts(t, 3*n)
+	fc := &fixedCluster{t: t, raft: ports[:n], http: ports[n : 2*n], listen: ports[2*n:], dir: t.TempDir(),
+		secret: filepath.Join(t.TempDir(), "secret")}
+	if err := os.WriteFile(fc.secret, []byte(strings.Repeat("s", 40)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fc.procs = make([]*proc, n)
+	return fc
+}
+
+func (fc *fixedCluster) args(i int) []string {
+	var ic []string
+	for j, a := range fc.raft {
+		ic = append(ic, fmt.Sprintf("n%d=%s", j, a))
+	}
+	return []string{"--mode", "cluster", "--id", fmt.Sprintf("n%d", i), "--data-dir", fc.dataDir(i),
+		"--raft-addr", fc.raft[i], "--http", fc.http[i], "--listen", fc.listen[i],
+		"--initial-cluster", strings.Join(ic, ","), "--join", fc.http[0], "--secret-file", fc.secret}
+}
+
+func (fc *fixedCluster) dataDir(i int) string { return filepath.Join(fc.dir, fmt.Sprintf("n%d", i)) }
+
+// start spawns the nodes given (all at once: initial members wait for each other) and waits
+// until each serves.
+func (fc *fixedCluster) start(nodes ...int) {
+	fc.t.Helper()
+	for _, i := range nodes {
+		fc.procs[i] = spawnServer(fc.t, nil, fc.args(i)...)
+	}
+	for _, i := range nodes {
+		fc.procs[i].awaitServing(fc.t)
+	}
+}
+
+// leader waits until one node leads and every running node is ready; it returns its index.
+func (fc *fixedCluster) leader() int {
+	tc := &testCluster{t: fc.t, procs: fc.procs}
+	return tc.leader()
+}
+
+func (fc *fixedCluster) conn(i int) *wiretest.Conn {
+	c := wiretest.Dial(fc.t, fc.listen[i])
+	c.Hello(fc.t, []byte(strings.Repeat("s", 40)))
+	return c
+}
+
+// admin runs the admin verb (e.g. "snapshot save") against node i, signed, with args after
+// the node's flags (urfave/cli parses flags only before arguments).
+func (fc *fixedCluster) admin(i int, verb string, args ...string) (int, string) {
+	fc.t.Helper()
+	full := append(strings.Fields(verb), "--http", fc.http[i], "--secret-file", fc.secret)
+	return run(fc.t, nil, append(full, args...)...)
+}
+
+func (fc *fixedCluster) voters(i int) int {
+	_, out := run(fc.t, nil, "peers", "list", "--http", fc.http[i])
+	return strings.Count(out, "voter")
+}
+
+func (fc *fixedCluster) waitFor(what string, cond func() bool) {
+	fc.t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			fc.t.Fatalf("%s: not within 45 s", what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// stopAll stops every running node: SIGTERM, exit 0.
+func (fc *fixedCluster) stopAll() {
+	fc.t.Helper()
+	for i, p := range fc.procs {
+		if p == nil {
+			continue
+		}
+		p.signal(fc.t, syscall.SIGTERM)
+		if code := p.wait(fc.t, 30*time.Second); code != 0 {
+			fc.t.Fatalf("n%d: exit %d after SIGTERM", i, code)
+		}
+		fc.procs[i] = nil
+	}
+}
+
+// grantAll acquires keys through node i and returns their tokens, rising.
+func grantAll(t *testing.T, c *wiretest.Conn, keys ...string) []uint64 {
+	t.Helper()
+	var toks []uint64
+	for j, k := range keys {
+		r := c.Do(t, wiretest.Acquire(uint64(100+j), 0, 3600, k))
+		if r.Op != wire.OpAcquire {
+			t.Fatalf("acquire %s: %s", k, wiretest.Describe(r))
+		}
+		if len(toks) > 0 && r.Token <= toks[len(toks)-1] {
+			t.Fatalf("token %d after %d", r.Token, toks[len(toks)-1])
+		}
+		toks = append(toks, r.Token)
+	}
+	return toks
+}
+
+// stillHeld checks that each key is held: an immediate acquire times out.
+func stillHeld(t *testing.T, c *wiretest.Conn, keys ...string) {
+	t.Helper()
+	for j, k := range keys {
+		if r := c.Do(t, wiretest.Acquire(uint64(500+j), 0, 30, k)); r.Op != wire.OpTimeout {
+			t.Fatalf("%s should still be held: %s", k, wiretest.Describe(r))
+		}
+	}
+}
+
+var lastTokenRE = regexp.MustCompile(`last token\s+(\d+)`)
+
+func lastTokenIn(t *testing.T, out string) uint64 {
+	t.Helper()
+	m := lastTokenRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no 'last token N' in %q", out)
+	}
+	n, _ := strconv.ParseUint(m[1], 10, 64)
+	return n
+}
+
+// Backup through a follower, then restore into a fresh cluster through a follower: the
+// locks come back, the counter is above --token-floor, and what the CLI refuses it refuses
+// before sending anything.
+func TestSnapshotSaveRestoreThroughTheCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts six processes; skipped with -short")
+	}
+	t.Parallel()
+	src := newFixedCluster(t, 3)
+	src.start(0, 1, 2)
+	l := src.leader()
+	f := (l + 1) % 3
+	c := src.conn(l)
+	keys := []string{"backup/a", "backup/b", "backup/c"}
+	toks := grantAll(t, c, keys...)
+
+	file := filepath.Join(t.TempDir(), "latch.snap")
+	if code, out := run(t, nil, "snapshot", "save", "--http", src.http[f], file); code == 0 || !strings.Contains(out, "secret") {
+		t.Fatalf("unsigned snapshot save: exit %d, %q", code, out)
+	}
+	code, out := src.admin(f, "snapshot save", file)
+	if code != 0 || !strings.Contains(out, "3 held keys") || lastTokenIn(t, out) != toks[2] {
+		t.Fatalf("snapshot save: exit %d, %q", code, out)
+	}
+	if _, err := os.Stat(file + ".tmp"); !os.IsNotExist(err) {
+		t.Fatalf("temporary file left behind: %v", err)
+	}
+	// The trap: tokens issued after the backup. The operator knows the highest one.
+	after := grantAll(t, c, "after/backup")[0]
+	c.Close()
+
+	dst := newFixedCluster(t, 3)
+	dst.start(0, 1, 2)
+	dl := dst.leader()
+	df := (dl + 1) % 3
+	if code, out := dst.admin(df, "snapshot restore", file); code == 0 || !strings.Contains(out, "token-floor") {
+		t.Fatalf("restore without --token-floor: exit %d, %q", code, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.snap")
+	data, _ := os.ReadFile(file)
+	data[len(data)/2] ^= 0x40
+	os.WriteFile(bad, data, 0o600)
+	if code, out := dst.admin(df, "snapshot restore", "--token-floor", "0", bad); code != exitUsage || !strings.Contains(out, "corrupt") {
+		t.Fatalf("restore of a corrupt file: exit %d, %q", code, out)
+	}
+	// The server refuses on its own too (a client other than the CLI).
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	secret := []byte(strings.Repeat("s", 40))
+	good, _ := os.ReadFile(file)
+	for _, c := range []struct {
+		query  string
+		body   []byte
+		secret []byte
+		want   string
+	}{
+		{"token_floor=5", good, nil, "401"},
+		{"token_floor=5", good, []byte(strings.Repeat("x", 40)), "401"},
+		{"token_floor=-1", good, secret, "400"},
+		{"", good, secret, "400"},
+		{"token_floor=9223372036854775808", good, secret, "400"},
+		{"token_floor=5", data, secret, "400"},
+		{"token_floor=5", []byte("not a backup"), secret, "400"},
+	} {
+		_, _, err := doSigned(ctx, http.MethodPost, "http://"+dst.http[df]+"/v1/restore?"+c.query, c.body, c.secret, 1<<20)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("POST /v1/restore?%s: %v, want %s", c.query, err, c.want)
+		}
+	}
+	code, out = dst.admin(df, "snapshot restore", "--token-floor", strconv.FormatUint(after, 10), file)
+	if code != 0 || lastTokenIn(t, out) != toks[2] || !strings.Contains(out, fmt.Sprintf("last token %d (the largest", after)) {
+		t.Fatalf("snapshot restore: exit %d, %q", code, out)
+	}
+	dl = dst.leader()
+	for i := range 3 { // every node serves the restored state (followers forward)
+		dc := dst.conn(i)
+		stillHeld(t, dc, keys...)
+		if tok := grantAll(t, dc, fmt.Sprintf("new/%d", i))[0]; tok <= after {
+			t.Fatalf("token %d after the restore, not above the floor %d", tok, after)
+		}
+		dc.Close()
+	}
+	// The backup's tokens still release their locks.
+	dc := dst.conn(dl)
+	dc.Raw(t, wiretest.Release(7, toks[0], keys[0]))
+	dc.ExpectOp(t, wire.OpRelease, 7)
+	code, out = dst.admin(dl, "status")
+	if code != 0 || lastTokenIn(t, out) <= after {
+		t.Fatalf("latch status after the restore: exit %d, %q", code, out)
+	}
+}
+
+// Lost quorum: two of three nodes die for good. The survivor is recovered offline with
+// latch recover, the others are wiped, and all three restart with their usual arguments:
+// the wiped ones do not bootstrap a rival cluster, they join the recovered one; the locks
+// and a raised counter survive.
+func TestRecoverLostQuorumThroughTheCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts six processes; skipped with -short")
+	}
+	t.Parallel()
+	fc := newFixedCluster(t, 3)
+	fc.start(0, 1, 2)
+	l := fc.leader()
+	c := fc.conn(l)
+	keys := []string{"quorum/a", "quorum/b"}
+	toks := grantAll(t, c, keys...)
+	c.Close()
+	fc.waitFor("every node applied the grants", func() bool {
+		for i := range 3 {
+			if _, body := httpGetQuiet(fc.http[i] + "/metrics"); !strings.Contains(body, fmt.Sprintf("\nlatch_last_token %d\n", toks[1])) {
+				return false
+			}
+		}
+		return true
+	})
+
+	for _, i := range []int{1, 2} { // the majority is lost
+		fc.procs[i].cmd.Process.Kill()
+		fc.procs[i].wait(t, 10*time.Second)
+		fc.procs[i] = nil
+	}
+	fc.waitFor("node 0 sees no leader", func() bool { code, _ := httpGetQuiet(fc.http[0] + "/readyz"); return code != 200 })
+	fc.stopAll()
+
+	code, out := run(t, nil, "recover", "--data-dir", fc.dataDir(0), "--dry-run")
+	if code != 0 || lastTokenIn(t, out) != toks[1] || !strings.Contains(out, "2 held keys") {
+		t.Fatalf("recover --dry-run: exit %d, %q", code, out)
+	}
+	if code, out := run(t, nil, "recover", "--data-dir", fc.dataDir(0), "--id", "n0", "--advertise", fc.raft[0]); code != exitUsage {
+		t.Fatalf("recover without --token-floor: exit %d, %q", code, out)
+	}
+	floor := toks[1] + 1000
+	code, out = run(t, nil, "recover", "--data-dir", fc.dataDir(0), "--id", "n0", "--advertise", fc.raft[0],
+		"--token-floor", strconv.FormatUint(floor, 10))
+	if code != 0 || !strings.Contains(out, "after: last index") || !strings.Contains(out, fmt.Sprintf("last token %d, 2 held keys, members: n0=", floor)) {
+		t.Fatalf("recover: exit %d, %q", code, out)
+	}
+	for _, i := range []int{1, 2} {
+		if err := os.RemoveAll(fc.dataDir(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	fc.start(0, 1, 2) // the same arguments as before
+	fc.waitFor("three voters again", func() bool { return fc.voters(0) == 3 })
+	fc.leader()
+	for i := range 3 {
+		c := fc.conn(i)
+		stillHeld(t, c, keys...)
+		if tok := grantAll(t, c, fmt.Sprintf("recovered/%d", i))[0]; tok <= floor {
+			t.Fatalf("token %d after recovery, not above the floor %d", tok, floor)
+		}
+		c.Close()
+	}
+	for i := 1; i < 3; i++ {
+		if strings.Contains(fc.procs[i].stderr.String(), "bootstrapping a new cluster") {
+			t.Fatalf("wiped n%d bootstrapped a rival cluster:\n%s", i, fc.procs[i].stderr.String())
+		}
+	}
+}
+
+// An initial member started alone waits for the others before bootstrapping, alive but not
+// ready, and says what it waits for.
+func TestInitialMemberWaitsForTheOthers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes; skipped with -short")
+	}
+	t.Parallel()
+	fc := newFixedCluster(t, 3)
+	fc.procs[0] = spawnServer(t, nil, fc.args(0)...)
+	fc.waitFor("n0 explains why it is not ready", func() bool {
+		code, body := httpGetQuiet(fc.http[0] + "/readyz")
+		return code == 503 && strings.Contains(body, "waiting for initial members") && strings.Contains(body, "n2")
+	})
+	if code, _ := httpGetQuiet(fc.http[0] + "/healthz"); code != 200 {
+		t.Fatalf("/healthz while waiting: %d, want 200", code)
+	}
+	fc.start(1, 2)
+	fc.procs[0].awaitServing(t)
+	l := fc.leader()
+	c := fc.conn(l)
+	grantAll(t, c, "after/wait")
+	if n := fc.voters(l); n != 3 {
+		t.Fatalf("%d voters, want 3", n)
+	}
+}
