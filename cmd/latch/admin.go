@@ -20,6 +20,11 @@ import (
 	"github.com/latchd/latch/wire"
 )
 
+// adminClient makes every admin call on a new connection: --join behind a Service (or a DNS
+// name with several nodes) then reaches another node on each retry instead of sticking to
+// the one its first connection went to.
+var adminClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: http.ProxyFromEnvironment}}
+
 // adminTimeout bounds one admin call, forwarding to the leader included.
 const adminTimeout = 40 * time.Second
 
@@ -72,7 +77,7 @@ func doSigned(ctx context.Context, method, url string, body, secret []byte, limi
 			return nil, nil, err
 		}
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := adminClient.Do(req)
 	if err != nil {
 		return nil, nil, err
 	}

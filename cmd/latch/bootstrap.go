@@ -33,14 +33,25 @@ import (
 //     in the configuration, or --join asks to be added);
 //   - otherwise (some do not answer): wait and ask again. A new cluster needs every initial
 //     member up once; from then on it needs only a majority.
+//
+// With --join it also asks the node behind that address (in Kubernetes, the client Service:
+// ready pods only): a cluster recovered onto a node outside the list (latch-3 of five, say)
+// is found there even when every listed member was wiped. At the very first start nobody
+// answers there, and that must not hold the bootstrap back, so a --join that stays silent
+// for joinSilence rounds in a row counts as "no cluster there"; an answer with no history
+// counts at once.
 
 // probeTimeout bounds one question to one member.
 const probeTimeout = 3 * time.Second
 
+// joinSilence is how many rounds in a row (one a second) --join must fail to answer before
+// a node takes it that no cluster is there.
+const joinSilence = 5
+
 // awaitInitialMembers blocks until it can decide, and reports whether to bootstrap. While it
 // waits it serves /healthz (alive) and /readyz (not ready, saying why) on httpAddr, so that
 // a liveness probe does not restart a pod that waits for its peers.
-func awaitInitialMembers(ctx context.Context, log hclog.Logger, mux *peer.Mux, self, httpAddr string, initial []raftnode.Peer) (bool, error) {
+func awaitInitialMembers(ctx context.Context, log hclog.Logger, mux *peer.Mux, self, httpAddr, joinAddr string, initial []raftnode.Peer) (bool, error) {
 	var mu sync.Mutex
 	waiting := "asking the other initial members what they hold"
 	stopHTTP, err := serveWaiting(httpAddr, func() string { mu.Lock(); defer mu.Unlock(); return waiting })
@@ -49,6 +60,7 @@ func awaitInitialMembers(ctx context.Context, log hclog.Logger, mux *peer.Mux, s
 	}
 	defer stopHTTP()
 
+	joinSilent := 0
 	for attempt := 0; ; attempt++ {
 		var missing, history []string
 		var wg sync.WaitGroup
@@ -68,6 +80,28 @@ func awaitInitialMembers(ctx context.Context, log hclog.Logger, mux *peer.Mux, s
 					missing = append(missing, fmt.Sprintf("%s (%s: %v)", p.ID, p.Addr, err))
 				case st.HasHistory():
 					history = append(history, fmt.Sprintf("%s (last index %d)", p.ID, st.LastIndex))
+				}
+			}()
+		}
+		if joinAddr != "" {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n, err := joinHistory(ctx, joinAddr)
+				log.Debug("asked the cluster behind --join", "join", joinAddr, "last_index", n, "error", err)
+				amu.Lock()
+				defer amu.Unlock()
+				switch {
+				case err == nil && n > 1:
+					history = append(history, fmt.Sprintf("the cluster behind --join %s (last index %d)", joinAddr, n))
+				case err != nil:
+					// Nothing there yet (a new cluster has no ready node), or a blip that must
+					// not pass for "no cluster": only a silence that lasts counts.
+					if joinSilent++; joinSilent < joinSilence {
+						missing = append(missing, fmt.Sprintf("--join %s (%v)", joinAddr, err))
+					}
+				default:
+					joinSilent = joinSilence
 				}
 			}()
 		}
@@ -94,6 +128,24 @@ func awaitInitialMembers(ctx context.Context, log hclog.Logger, mux *peer.Mux, s
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// joinHistory asks the node behind joinAddr (an --http address) for its last raft index.
+func joinHistory(ctx context.Context, joinAddr string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	var st struct {
+		Raft *struct {
+			LastLogIndex uint64 `json:"last_log_index"`
+		} `json:"raft"`
+	}
+	if err := callSigned(ctx, http.MethodGet, "http://"+joinAddr+"/v1/status", nil, nil, &st); err != nil {
+		return 0, err
+	}
+	if st.Raft == nil {
+		return 0, errors.New("not a cluster-mode node")
+	}
+	return st.Raft.LastLogIndex, nil
 }
 
 // probe asks the member at addr for its state.

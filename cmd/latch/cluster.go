@@ -275,7 +275,7 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg ser
 	bootstrap := false
 	if !hasState && self >= 0 {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-		bootstrap, err = awaitInitialMembers(ctx, log.Named("bootstrap"), mux, id, c.String("http"), initial)
+		bootstrap, err = awaitInitialMembers(ctx, log.Named("bootstrap"), mux, id, c.String("http"), joinAddr, initial)
 		stop()
 		if err != nil {
 			stream.Close()

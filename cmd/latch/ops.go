@@ -160,7 +160,7 @@ func recoverCommand() *cli.Command {
 		Name:  "recover",
 		Usage: "offline: make this node's data a one-node cluster, after the cluster lost its quorum",
 		Description: "Run it with the node's server stopped, on the most up-to-date survivor (compare the\n" +
-			"--dry-run output of every survivor: highest last index). The node keeps its locks, becomes the\n" +
+			"--dry-run output of every survivor: highest last term, then highest last index). The node keeps its locks, becomes the\n" +
 			"only voter, and its token counter rises to at least --token-floor: entries the lost majority\n" +
 			"committed may be missing here, tokens among them. Then wipe the other survivors' data, start\n" +
 			"this node with its usual flags, and start the others: they join it. See deploy/README.md, \"Lost quorum\".",
