@@ -1,0 +1,253 @@
+package manifests_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/latchd/latch/deploy/manifests"
+)
+
+// certificate and issuer are the cert-manager.io/v1 fields the example uses: decoding is
+// strict, so a misspelt or unexpected field fails the test.
+type certificate struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metav1.ObjectMeta `json:"metadata"`
+	Spec            struct {
+		IsCA        bool     `json:"isCA"`
+		CommonName  string   `json:"commonName"`
+		SecretName  string   `json:"secretName"`
+		Duration    string   `json:"duration"`
+		RenewBefore string   `json:"renewBefore"`
+		Usages      []string `json:"usages"`
+		DNSNames    []string `json:"dnsNames"`
+		PrivateKey  struct {
+			Algorithm      string `json:"algorithm"`
+			Size           int    `json:"size"`
+			RotationPolicy string `json:"rotationPolicy"`
+		} `json:"privateKey"`
+		IssuerRef struct {
+			Name  string `json:"name"`
+			Kind  string `json:"kind"`
+			Group string `json:"group"`
+		} `json:"issuerRef"`
+	} `json:"spec"`
+}
+
+type issuer struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metav1.ObjectMeta `json:"metadata"`
+	Spec            struct {
+		SelfSigned *struct{} `json:"selfSigned"`
+		CA         *struct {
+			SecretName string `json:"secretName"`
+		} `json:"ca"`
+	} `json:"spec"`
+}
+
+// TestTLSComponent: the component's files are keys of the mounted Secret latch-tls, and it
+// composes with the five-node overlay as with the base.
+func TestTLSComponent(t *testing.T) {
+	// kustomize takes no absolute paths to kustomizations: name them from the temp dir.
+	dir := t.TempDir()
+	rel := func(p string) string {
+		t.Helper()
+		abs, err := filepath.Abs(p)
+		if err == nil {
+			p, err = filepath.Rel(dir, abs)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	comp, five := rel(tlsCompDir), rel(fiveDir)
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + five +
+		"\ncomponents:\n  - " + comp + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		dir      string
+		replicas int
+	}{{tlsDir, 3}, {dir, 5}} {
+		c := render(t, tc.dir)
+		if c.replicas() != tc.replicas {
+			t.Errorf("%s: replicas %d, want %d", tc.dir, c.replicas(), tc.replicas)
+		}
+		ct := c.latchContainer(t)
+		if !slices.Equal(ct.Args[:len(specArgs)], specArgs) {
+			t.Errorf("%s: the component changed the spec's args: %q", tc.dir, ct.Args)
+		}
+		_, f := flags(t, ct.Args)
+		for flag, key := range map[string]string{"tls-cert": "tls.crt", "tls-key": "tls.key", "tls-ca": "ca.crt"} {
+			checkSecretFile(t, c, flag, f[flag], tlsSecret, key)
+		}
+		checkArgs(t, c)
+		checkPod(t, c)
+	}
+}
+
+// TestCertManager: the example issues latch-tls from a CA of its own, for every name that
+// peers and clients dial, usable both ways; a certificate with exactly those names and
+// usages verifies as crypto/tls would check it.
+func TestCertManager(t *testing.T) {
+	c := render(t, certMgrDir)
+	if c.sts != nil || len(c.services) > 0 {
+		t.Error("the cert-manager example deploys no cluster of its own")
+	}
+	leaf := c.certs[tlsSecret]
+	if leaf == nil {
+		t.Fatalf("no Certificate %s", tlsSecret)
+	}
+	ns := leaf.Metadata.Namespace
+	if ns == "" {
+		t.Fatal("Certificate latch-tls has no namespace: its DNS names need one")
+	}
+	if leaf.Spec.SecretName != tlsSecret {
+		t.Errorf("Certificate %s writes Secret %s, want %s (the tls component mounts it)", leaf.Metadata.Name, leaf.Spec.SecretName, tlsSecret)
+	}
+	for _, u := range []string{"server auth", "client auth"} {
+		if !slices.Contains(leaf.Spec.Usages, u) {
+			t.Errorf("Certificate %s usages %v lack %q: a node presents it as server and as client", tlsSecret, leaf.Spec.Usages, u)
+		}
+	}
+	checkLifetime(t, leaf)
+
+	// The chain: latch-tls <- CA Issuer <- CA Certificate <- self-signed Issuer.
+	caIss := c.issuers[leaf.Spec.IssuerRef.Name]
+	if leaf.Spec.IssuerRef.Kind != "Issuer" || caIss == nil || caIss.Spec.CA == nil {
+		t.Fatalf("Certificate %s: issuerRef %+v is not a CA Issuer of the example", tlsSecret, leaf.Spec.IssuerRef)
+	}
+	var ca *certificate
+	for _, cert := range c.certs {
+		if cert.Spec.SecretName == caIss.Spec.CA.SecretName {
+			ca = cert
+		}
+	}
+	if ca == nil || !ca.Spec.IsCA {
+		t.Fatalf("Issuer %s: Secret %s comes from no CA Certificate of the example", caIss.Metadata.Name, caIss.Spec.CA.SecretName)
+	}
+	if root := c.issuers[ca.Spec.IssuerRef.Name]; root == nil || root.Spec.SelfSigned == nil {
+		t.Errorf("CA Certificate %s: issuerRef %s is not the self-signed Issuer", ca.Metadata.Name, ca.Spec.IssuerRef.Name)
+	}
+	for _, o := range c.objects {
+		if o.Namespace != ns {
+			t.Errorf("%s %s in namespace %q, the Certificate in %q: Issuers are namespaced", o.Kind, o.Name, o.Namespace, ns)
+		}
+	}
+
+	// Names: every peer of the largest cluster as the peers dial it, and the client Service.
+	args, err := manifests.PodArgs(fiveDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := manifests.Replicas(fiveDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, f := flags(t, args)
+	var hosts []string
+	for i := range n {
+		adv := manifests.ExpandArgs([]string{f["advertise"]}, map[string]string{"POD_NAME": "latch-" + strconv.Itoa(i)})[0]
+		h, _ := hostPort(t, "advertise", adv)
+		hosts = append(hosts, h, h+"."+ns+".svc", h+"."+ns+".svc.cluster.local")
+	}
+	for _, m := range strings.Split(f["initial-cluster"], ",") {
+		_, addr, _ := strings.Cut(m, "=")
+		h, _ := hostPort(t, "initial-cluster", addr)
+		hosts = append(hosts, h)
+	}
+	join, _ := hostPort(t, "join", f["join"])
+	hosts = append(hosts, join, join+"."+ns+".svc", join+"."+ns+".svc.cluster.local")
+	verifyNames(t, leaf, hosts)
+}
+
+// TestCertManagerNamespace: the DNS names follow the kustomization's namespace.
+func TestCertManagerNamespace(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"kustomization.yaml", "issuers.yaml", "certificate.yaml"} {
+		b, err := os.ReadFile(filepath.Join(certMgrDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "kustomization.yaml" {
+			if !strings.Contains(string(b), "\nnamespace: latch\n") {
+				t.Fatal("kustomization.yaml has no line `namespace: latch`")
+			}
+			b = []byte(strings.Replace(string(b), "\nnamespace: latch\n", "\nnamespace: locks-prod\n", 1))
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := render(t, dir)
+	want := []string{"latch", "latch.locks-prod.svc", "latch.locks-prod.svc.cluster.local",
+		"*.latch-peers", "*.latch-peers.locks-prod.svc", "*.latch-peers.locks-prod.svc.cluster.local"}
+	if got := c.certs[tlsSecret].Spec.DNSNames; !slices.Equal(got, want) {
+		t.Errorf("dnsNames %q, want %q", got, want)
+	}
+}
+
+// checkLifetime: renewal comes before expiry.
+func checkLifetime(t *testing.T, c *certificate) {
+	t.Helper()
+	d, err1 := time.ParseDuration(c.Spec.Duration)
+	r, err2 := time.ParseDuration(c.Spec.RenewBefore)
+	if err1 != nil || err2 != nil || r <= 0 || r >= d {
+		t.Errorf("Certificate %s duration %q renewBefore %q: want 0 < renewBefore < duration", c.Metadata.Name, c.Spec.Duration, c.Spec.RenewBefore)
+	}
+}
+
+// verifyNames issues a certificate with c's DNS names and usages from a throwaway CA and
+// verifies it for each host as a server, and as a client.
+func verifyNames(t *testing.T, c *certificate, hosts []string) {
+	t.Helper()
+	usage := map[string]x509.ExtKeyUsage{"server auth": x509.ExtKeyUsageServerAuth, "client auth": x509.ExtKeyUsageClientAuth}
+	var eku []x509.ExtKeyUsage
+	for _, u := range c.Spec.Usages {
+		if e, ok := usage[u]; ok {
+			eku = append(eku, e)
+		}
+	}
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "latch-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		DNSNames: c.Spec.DNSNames, ExtKeyUsage: eku, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	roots := x509.NewCertPool()
+	roots.AddCert(caCert)
+	for _, h := range hosts {
+		if _, err := cert.Verify(x509.VerifyOptions{DNSName: h, Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("as server for %s: %v", h, err)
+		}
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("as client: %v", err)
+	}
+}
