@@ -11,7 +11,9 @@ BENCH_ARGS   ?= --duration 5s --warmup 1s
 
 CLUSTER_DIR ?= /tmp/latch-cluster
 
-.PHONY: build run cluster test test-short bench microbench fuzz lint clean
+IMAGE     ?= ghcr.io/latchd/latch
+
+.PHONY: build run cluster test test-short test-deploy image bench microbench fuzz lint clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/latch
@@ -38,6 +40,19 @@ cluster: build
 ## test: every package with the race detector; cluster and process tests start their own servers.
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+## test-deploy: the deploy module (its own go.mod, so Kubernetes libraries stay out of latch):
+## renders deploy/k8s with kustomize, decodes every object strictly into the API types, and
+## runs the StatefulSet's pod args as real processes on 127.0.0.19-24 (ports 7400-7402).
+test-deploy:
+	cd deploy && $(GO) vet ./... && $$($(GO) -C .. tool -n staticcheck) ./... && $(GO) test -count=1 -timeout 10m ./...
+
+## image: the container image (deploy/container/Dockerfile), where Docker is present.
+image:
+	@command -v docker >/dev/null || { echo "make image needs docker"; exit 1; }
+	docker build -f deploy/container/Dockerfile --build-arg VERSION=$(VERSION) \
+		--build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
+		--build-arg CREATED=$$(date -u +%Y-%m-%dT%H:%M:%SZ) -t $(IMAGE):$(VERSION) .
 
 test-short:
 	$(GO) test -short -count=1 ./...
