@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"errors"
 	"net/http"
 	"net/http/pprof"
 
@@ -46,6 +47,15 @@ func Handler(reg *prometheus.Registry, ready func() error, o Options) http.Handl
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if o.Status != nil {
 		mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, o.Status()) })
+	}
+	if o.Cluster == nil {
+		notCluster := func(w http.ResponseWriter, _ *http.Request) {
+			writeErr(w, http.StatusNotFound, errors.New("admin: this is a single-mode server: membership, backups and restores "+
+				"are cluster-mode features (its state lives in memory; restart it with --token-floor to keep tokens rising)"))
+		}
+		for _, p := range []string{"/v1/peers", "/v1/peers/{id}", "/v1/snapshot", "/v1/restore"} {
+			mux.HandleFunc(p, notCluster)
+		}
 	}
 	if o.Cluster != nil {
 		v := o.Verifier

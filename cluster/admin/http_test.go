@@ -55,6 +55,11 @@ func TestEndpoints(t *testing.T) {
 	if code, _ := get(t, srv.URL+"/debug/pprof/"); code != 404 {
 		t.Fatalf("/debug/pprof/ without Pprof: %d, want 404", code)
 	}
+	for _, p := range []string{"/v1/snapshot", "/v1/peers", "/v1/peers/n1"} {
+		if code, body := get(t, srv.URL+p); code != 404 || !strings.Contains(body, "single-mode server") {
+			t.Fatalf("%s without a cluster: %d %q, want 404 saying why", p, code, body)
+		}
+	}
 }
 
 func TestPprofOptIn(t *testing.T) {

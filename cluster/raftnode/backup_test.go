@@ -44,6 +44,8 @@ func TestBackupRestoreAcrossClusters(t *testing.T) {
 	dst := newCluster(t, 3, nil)
 	dl := dst.leader()
 	fresh := grant(t, dl.n, "fresh-only") // state the restore must replace, not merge
+	// IsLeader turns true just before OnLeader runs: wait for the call itself.
+	eventually(t, "OnLeader called", func() bool { return dl.leads.Load() >= 1 })
 	leadsBefore := dl.leads.Load()
 
 	floor := uint64(srcLast) + 1000

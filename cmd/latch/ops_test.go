@@ -340,3 +340,12 @@ func TestInitialMemberWaitsForTheOthers(t *testing.T) {
 		t.Fatalf("%d voters, want 3", n)
 	}
 }
+
+// Backups are a cluster-mode feature: a single-mode server says so.
+func TestSnapshotOfASingleModeServer(t *testing.T) {
+	p := startServer(t, nil)
+	code, out := run(t, nil, "snapshot", "save", "--http", p.http, filepath.Join(t.TempDir(), "x.snap"))
+	if code != exitUnavailable || !strings.Contains(out, "single-mode server") {
+		t.Fatalf("snapshot save against single mode: exit %d, %q", code, out)
+	}
+}
