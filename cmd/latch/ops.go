@@ -54,22 +54,23 @@ func snapshotCommand() *cli.Command {
 	}
 }
 
-func oneFile(c *cli.Context, verb string) (string, error) {
+// fileAndSecret reads the one FILE argument and the signing secret of a snapshot verb.
+func fileAndSecret(c *cli.Context, verb string) (string, []byte, error) {
 	if c.NArg() != 1 {
-		return "", cli.Exit(fmt.Sprintf("latch %s: want exactly one FILE argument, after the flags (got %d)", verb, c.NArg()), exitUsage)
+		return "", nil, cli.Exit(fmt.Sprintf("latch %s: want exactly one FILE argument, after the flags (got %d)", verb, c.NArg()), exitUsage)
 	}
-	return c.Args().First(), nil
+	secret, err := adminSecret(c)
+	if err != nil {
+		return "", nil, cli.Exit("latch "+verb+": "+err.Error(), exitUsage)
+	}
+	return c.Args().First(), secret, nil
 }
 
 func snapshotSave(c *cli.Context) error {
 	const verb = "snapshot save"
-	file, err := oneFile(c, verb)
+	file, secret, err := fileAndSecret(c, verb)
 	if err != nil {
 		return err
-	}
-	secret, err := adminSecret(c)
-	if err != nil {
-		return cli.Exit("latch "+verb+": "+err.Error(), exitUsage)
 	}
 	ctx, cancel := context.WithTimeout(c.Context, transferTimeout)
 	defer cancel()
@@ -119,13 +120,9 @@ func writeFileAtomic(file string, data []byte) error {
 
 func snapshotRestore(c *cli.Context) error {
 	const verb = "snapshot restore"
-	file, err := oneFile(c, verb)
+	file, secret, err := fileAndSecret(c, verb)
 	if err != nil {
 		return err
-	}
-	secret, err := adminSecret(c)
-	if err != nil {
-		return cli.Exit("latch "+verb+": "+err.Error(), exitUsage)
 	}
 	floor := c.Uint64("token-floor")
 	if floor > uint64(fsm.MaxToken) {
