@@ -62,6 +62,8 @@ type statefulSet struct {
 	secret string
 	mu     sync.Mutex
 	pods   map[int]*pod
+	mounts map[string]string // other mounted Secrets: mount path prefix -> a directory of this test
+	env    []string          // extra environment of the latch CLI
 }
 
 type pod struct {
@@ -104,6 +106,11 @@ func (s *statefulSet) podArgs(i int) []string {
 			n, _ := strconv.Atoi(peerName.FindStringSubmatch(m)[1])
 			return podIP(n)
 		})
+		for mount, dir := range s.mounts {
+			if strings.HasPrefix(a, mount+"/") {
+				a = filepath.Join(dir, strings.TrimPrefix(a, mount+"/"))
+			}
+		}
 		switch {
 		case a == dataPath:
 			a = s.volume(i)
@@ -206,6 +213,7 @@ func (s *statefulSet) latch(args ...string) (int, string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, latchBin, args...)
 	cmd.Env = append(os.Environ(), "LATCH_SECRET_FILE="+s.secret, "LATCH_SERVERS="+serviceIP+":7400", "LATCH_HTTP="+serviceIP+":7402")
+	cmd.Env = append(cmd.Env, s.env...)
 	t0 := time.Now()
 	out, err := cmd.CombinedOutput()
 	if d := time.Since(t0); d > time.Second {
@@ -299,18 +307,26 @@ func (s *statefulSet) service(port int) {
 
 func newStatefulSet(t *testing.T) *statefulSet {
 	t.Helper()
-	base, err := manifests.PodArgs("../k8s/base")
-	if err != nil {
-		t.Fatal(err)
-	}
 	five, err := manifests.PodArgs("../k8s/overlays/five")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(base, five) {
-		t.Fatalf("the five-node overlay changes the pod args:\n%q\n%q", base, five)
+	s := newStatefulSetOf(t, "../k8s/base")
+	if !slices.Equal(s.args, five) {
+		t.Fatalf("the five-node overlay changes the pod args:\n%q\n%q", s.args, five)
 	}
-	s := &statefulSet{t: t, args: base, root: t.TempDir(), secret: filepath.Join(t.TempDir(), "secret"), pods: map[int]*pod{}}
+	return s
+}
+
+// newStatefulSetOf prepares the pods of the kustomization in dir.
+func newStatefulSetOf(t *testing.T, dir string) *statefulSet {
+	t.Helper()
+	args, err := manifests.PodArgs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &statefulSet{t: t, args: args, root: t.TempDir(), secret: filepath.Join(t.TempDir(), "secret"), pods: map[int]*pod{},
+		mounts: map[string]string{}}
 	if err := os.WriteFile(s.secret, []byte("c2VjcmV0LWZvci10aGUtc3RhdGVmdWxzZXQtdGVzdC0wMTIzNDU2Nzg5\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
