@@ -57,8 +57,8 @@ func NewCA(t testing.TB, name string) *CA {
 	return &CA{Cert: cert, Key: key, Pool: pool}
 }
 
-// Issue makes a certificate for 127.0.0.1 called name, signed by ca, usable by a server and
-// by a client.
+// Issue makes a certificate for 127.0.0.1 and the DNS name name, signed by ca, usable by a
+// server and by a client.
 func (ca *CA) Issue(t testing.TB, name string) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -69,6 +69,7 @@ func (ca *CA) Issue(t testing.TB, name string) tls.Certificate {
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+	tmpl.DNSNames = []string{name}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
 		t.Fatal(err)

@@ -42,6 +42,8 @@ func clientFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "servers", Value: cli.NewStringSlice("127.0.0.1:7400"), Usage: "`ADDRS` of any latch nodes, comma separated", EnvVars: env("SERVERS")},
 		&cli.StringFlag{Name: "secret-file", Usage: "`FILE` whose first line is the secret to prove", EnvVars: env("SECRET_FILE")},
 		&cli.StringFlag{Name: "tls-ca", Usage: "PEM `FILE` of the CA that signed the servers' certificates: connect with TLS", EnvVars: env("TLS_CA")},
+		&cli.StringFlag{Name: "tls-server-name", Usage: "check the servers' certificates for `NAME` instead of the host in --servers " +
+			"(e.g. latch through kubectl port-forward to 127.0.0.1)", EnvVars: env("TLS_SERVER_NAME")},
 	}
 }
 

@@ -69,7 +69,7 @@ func loadCA(file string) (*x509.CertPool, error) {
 }
 
 // clientTLS is the TLS config of the client verbs: --tls-ca set means TLS, verifying the
-// server against that CA.
+// server against that CA, for the host it dials or --tls-server-name.
 func clientTLS(c *cli.Context) (*tls.Config, error) {
 	f := c.String("tls-ca")
 	if f == "" {
@@ -79,5 +79,5 @@ func clientTLS(c *cli.Context) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--tls-ca: %w", err)
 	}
-	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: c.String("tls-server-name")}, nil
 }

@@ -29,6 +29,13 @@ func TestClientPortTLS(t *testing.T) {
 	if code, out := run(t, nil, "acquire", srv, "--wait", "1s", "--tls-ca", otherCA, "wrong-ca"); code == 0 {
 		t.Fatalf("a client trusting another CA was served: %q", out)
 	}
+	// Through a port-forward the host dialled is not the certificate's name.
+	if code, out := run(t, nil, "acquire", srv, "--tls-ca", ca, "--tls-server-name", "a", "tls/named"); code != 0 {
+		t.Fatalf("acquire with --tls-server-name matching the certificate: exit %d, %q", code, out)
+	}
+	if code, out := run(t, nil, "acquire", srv, "--wait", "1s", "--tls-ca", ca, "--tls-server-name", "not-a", "tls/misnamed"); code == 0 {
+		t.Fatalf("a certificate not naming --tls-server-name was accepted: %q", out)
+	}
 	for _, bad := range [][]string{{"--tls-cert", cert}, {"--tls-ca", ca}, {"--tls-cert", cert, "--tls-key", ca}} {
 		args := append([]string{"server", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, bad...)
 		if code, out := run(t, nil, args...); code == 0 || !strings.Contains(out, "--tls") {
