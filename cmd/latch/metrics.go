@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/latchd/latch/cluster/forward"
 	"github.com/latchd/latch/cluster/raftnode"
 )
 
@@ -29,5 +30,20 @@ func registerRaftMetrics(reg prometheus.Registerer, r *raftnode.Node) {
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "latch_raft_voters", Help: "Voters in the latest cluster configuration."},
 			func() float64 { return float64(r.Voters()) }),
+	)
+}
+
+// registerForwardMetrics adds the follower-to-leader forwarding gauges to reg.
+func registerForwardMetrics(reg prometheus.Registerer, l *forward.Link) {
+	g := func(name, help string, f func(forward.Stats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(l.Stats()) })
+	}
+	reg.MustRegister(
+		g("latch_forward_queued", "Requests this follower accepted for the leader and has not written to it yet.",
+			func(s forward.Stats) float64 { return float64(s.Queued) }),
+		g("latch_forward_inflight", "Requests this follower wrote to the leader and has no answer for yet.",
+			func(s forward.Stats) float64 { return float64(s.InFlight) }),
+		g("latch_forward_connections", "Open forwarding connections to the leader (old leaders' ones drain).",
+			func(s forward.Stats) float64 { return float64(s.Conns) }),
 	)
 }

@@ -339,6 +339,28 @@ func TestInitialMemberWaitsForTheOthers(t *testing.T) {
 	if n := fc.voters(l); n != 3 {
 		t.Fatalf("%d voters, want 3", n)
 	}
+
+	// Cluster-mode metrics: raft progress and forwarding, on a follower that forwarded.
+	f := (l + 1) % 3
+	fcn := fc.conn(f)
+	grantAll(t, fcn, "through/follower")
+	_, body := httpGetQuiet(fc.http[f] + "/metrics")
+	for _, re := range []string{`\nlatch_raft_voters 3\n`, `\nlatch_raft_term [1-9]\d*\n`, `\nlatch_raft_commit_index [1-9]\d*\n`,
+		`\nlatch_raft_applied_index [1-9]\d*\n`, `\nlatch_forward_connections 1\n`, `\nlatch_forward_inflight 0\n`,
+		`\nlatch_forward_queued 0\n`, `\nlatch_leading 0\n`} {
+		if !regexp.MustCompile(re).MatchString(body) {
+			t.Errorf("follower metrics lack %s", re)
+		}
+	}
+	m := regexp.MustCompile(`\nlatch_raft_last_contact_seconds (\S+)\n`).FindStringSubmatch(body)
+	if m == nil {
+		t.Error("follower metrics lack latch_raft_last_contact_seconds")
+	} else if v, err := strconv.ParseFloat(m[1], 64); err != nil || v < 0 || v > 10 {
+		t.Errorf("follower latch_raft_last_contact_seconds %s, want a few heartbeats at most", m[1])
+	}
+	if _, body := httpGetQuiet(fc.http[l] + "/metrics"); !strings.Contains(body, "\nlatch_raft_last_contact_seconds 0\n") {
+		t.Error("the leader's latch_raft_last_contact_seconds is not 0")
+	}
 }
 
 // Backups are a cluster-mode feature: a single-mode server says so.

@@ -125,6 +125,7 @@ func runServer(c *cli.Context) error {
 		if scfg.Router, err = parts.forwarding(log, node); err != nil {
 			return err
 		}
+		registerForwardMetrics(metrics.Registry, parts.link)
 	}
 	srv, err := server.New(scfg, node)
 	if err != nil {
