@@ -40,7 +40,7 @@ func clusterFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "bootstrap", Usage: "start a new one-node cluster (ignored when --data-dir holds state)", EnvVars: env("BOOTSTRAP")},
 		&cli.StringFlag{Name: "initial-cluster", Usage: "`ID=ADDR,...`: every initial node starts with the same list; safe to restart with it. " +
 			"A listed node with an empty --data-dir bootstraps only once every other listed node answers that it is new too", EnvVars: env("INITIAL_CLUSTER")},
-		&cli.StringFlag{Name: "join", Usage: "`ADDR` (--http of any member): ask the cluster to add this node; a member already just rejoins. " +
+		&cli.StringFlag{Name: "join", Usage: "`ADDR` (--http of any member): ask the cluster to add this node (a nonvoter until it has caught up, then a voter); a member already just rejoins. " +
 			"May be given with --initial-cluster: nodes not in the list join, listed ones use it if they find the cluster already exists", EnvVars: env("JOIN")},
 	}
 }
@@ -471,28 +471,65 @@ func (m membership) orForward(ctx context.Context, err error, call func(net.Conn
 	return call(conn)
 }
 
-// join asks the cluster behind httpAddr (any member's --http) to add this node, until it
-// succeeds or ctx ends. A node that is already a member (it has a configuration) skips it.
+// join asks the cluster behind httpAddr (any member's --http) to take this node in, until it
+// is a voter or ctx ends. It joins as a nonvoter first and asks for a vote only once it has
+// caught up (raftnode.Ready), so that a cluster growing under load never counts a voter that
+// cannot yet acknowledge anything. A node that is already a voter (a restart, or a wiped
+// member the configuration still lists) has nothing to do; a node whose own configuration
+// leaves it out was removed, and does not add itself back.
 func join(ctx context.Context, log hclog.Logger, r *raftnode.Node, httpAddr, id, advertise string, secret []byte) {
-	if len(r.Servers()) > 0 {
-		log.Info("already a member: not joining again", "join", httpAddr)
-		return
-	}
-	body, _ := json.Marshal(admin.AddRequest{ID: id, Addr: advertise})
-	for wait := time.Second; ; wait = min(2*wait, 10*time.Second) {
-		err := postSigned(ctx, "http://"+httpAddr+"/v1/peers", body, secret)
-		if err == nil {
-			log.Info("joined the cluster", "via", httpAddr, "id", id, "addr", advertise)
+	asked, waiting := false, false
+	var promoted time.Time // when the last request for a vote went through
+	for wait := time.Second; ; {
+		servers := r.Servers()
+		i := slices.IndexFunc(servers, func(s raftnode.Server) bool { return s.ID == id })
+		var err error
+		pause := 200 * time.Millisecond
+		switch {
+		case i >= 0 && servers[i].Suffrage == "voter":
+			if asked {
+				log.Info("joined the cluster", "via", httpAddr, "id", id, "addr", advertise)
+			} else {
+				log.Info("already a member: not joining again", "join", httpAddr)
+			}
 			return
+		case i < 0 && len(servers) > 0 && !asked:
+			log.Warn("this node's configuration leaves it out: it was removed from the cluster; not joining again "+
+				"(wipe --data-dir to join afresh)", "join", httpAddr, "id", id)
+			return
+		case i < 0:
+			err = postPeer(ctx, httpAddr, admin.AddRequest{ID: id, Addr: advertise, Nonvoter: true}, secret)
+			if err == nil && !asked {
+				log.Info("added to the cluster as a nonvoter; catching up before asking for a vote", "via", httpAddr, "id", id)
+			}
+			asked = asked || err == nil
+		case r.Ready() != nil:
+			if !waiting {
+				log.Info("catching up before asking for a vote", "reason", r.Ready())
+				waiting = true
+			}
+		case time.Since(promoted) < 5*time.Second:
+			// the vote was granted; the configuration that says so is on its way here
+		default:
+			err = postPeer(ctx, httpAddr, admin.AddRequest{ID: id, Addr: advertise}, secret)
+			if err == nil {
+				asked, promoted = true, time.Now()
+			}
 		}
-		log.Warn("join failed; retrying", "via", httpAddr, "error", err, "in", wait)
+		if err != nil {
+			log.Warn("join failed; retrying", "via", httpAddr, "error", err, "in", wait)
+			pause, wait = wait, min(2*wait, 10*time.Second)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
-		}
-		if len(r.Servers()) > 0 {
-			return // added meanwhile (an earlier attempt got through)
+		case <-time.After(pause):
 		}
 	}
+}
+
+// postPeer sends a signed POST /v1/peers to the node at httpAddr.
+func postPeer(ctx context.Context, httpAddr string, req admin.AddRequest, secret []byte) error {
+	body, _ := json.Marshal(req)
+	return postSigned(ctx, "http://"+httpAddr+"/v1/peers", body, secret)
 }

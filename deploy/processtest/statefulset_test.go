@@ -392,7 +392,8 @@ func TestStatefulSetLifecycle(t *testing.T) {
 	s.waitFor("five voters", func() bool { return s.voters() == 5 })
 	s.allReady()
 	for _, i := range five[3:] {
-		if l := s.pods[i].log.String(); !strings.Contains(l, "joined the cluster") || strings.Contains(l, "bootstrapping a new cluster") {
+		if l := s.pods[i].log.String(); !strings.Contains(l, "added to the cluster as a nonvoter") ||
+			!strings.Contains(l, "joined the cluster") || strings.Contains(l, "bootstrapping a new cluster") {
 			t.Fatalf("latch-%d did not join through --join:\n%s", i, l)
 		}
 	}
