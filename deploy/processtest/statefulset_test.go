@@ -392,9 +392,12 @@ func TestStatefulSetLifecycle(t *testing.T) {
 	s.waitFor("five voters", func() bool { return s.voters() == 5 })
 	s.allReady()
 	for _, i := range five[3:] {
-		if l := s.pods[i].log.String(); !strings.Contains(l, "added to the cluster as a nonvoter") ||
-			!strings.Contains(l, "joined the cluster") || strings.Contains(l, "bootstrapping a new cluster") {
-			t.Fatalf("latch-%d did not join through --join:\n%s", i, l)
+		// A node logs its promotion once the configuration saying so reaches it.
+		s.waitFor(fmt.Sprintf("latch-%d logs that it joined", i), func() bool {
+			return strings.Contains(s.pods[i].log.String(), "joined the cluster")
+		})
+		if l := s.pods[i].log.String(); !strings.Contains(l, "added to the cluster as a nonvoter") || strings.Contains(l, "bootstrapping a new cluster") {
+			t.Fatalf("latch-%d did not join through --join as a nonvoter first:\n%s", i, l)
 		}
 	}
 	held["jobs/after-scale"] = rising("jobs/after-scale")
