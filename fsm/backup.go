@@ -2,13 +2,14 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 )
 
 // Backups are snapshots in the snapshot format (see WriteSnapshot) taken
 // outside raft's own schedule: `latch snapshot save` writes one, `latch
-// snapshot restore` and `latch recover` read one. The format checks
+// snapshot restore` reads one. The format checks
 // itself (CRC-32C), so a backup file can be verified on its own.
 
 // SnapshotInfo describes one snapshot.
@@ -43,24 +44,43 @@ func InspectSnapshot(r io.Reader) (SnapshotInfo, error) {
 	return SnapshotInfo{Index: index, LastToken: t.LastToken(), Keys: t.Len()}, nil
 }
 
-// RaiseSnapshotFloor verifies the snapshot data and returns it rewritten
-// with its counter raised to at least floor (never lowered) and its index
-// set to index, with a description of the result. The held keys are
-// unchanged. This is how a restore takes --token-floor: the floor is part
-// of the restored state itself, so no grant can slip in between the
-// restore and a separate floor command.
-func RaiseSnapshotFloor(data []byte, floor Token, index uint64) ([]byte, SnapshotInfo, error) {
-	t, _, err := ReadSnapshot(bytes.NewReader(data))
+// ParsedBackup is a backup read and verified once (ReadBackup), held as a
+// table until it is written again with a floor (WithFloor).
+type ParsedBackup struct {
+	t    *Table
+	Info SnapshotInfo // the backup as given
+	size int
+}
+
+// ReadBackup reads and verifies a whole backup (the snapshot format).
+func ReadBackup(data []byte) (*ParsedBackup, error) {
+	t, index, err := ReadSnapshot(bytes.NewReader(data))
 	if err != nil {
-		return nil, SnapshotInfo{}, err
+		return nil, err
 	}
-	if _, err := t.RaiseFloor(floor); err != nil {
+	return &ParsedBackup{t: t, Info: SnapshotInfo{Index: index, LastToken: t.LastToken(), Keys: t.Len()}, size: len(data)}, nil
+}
+
+// WithFloor returns the backup rewritten with its counter raised to at least
+// floor (never lowered) and its index set to index, with a description of
+// the result. The held keys are unchanged. This is how a restore takes
+// --token-floor: the floor is part of the restored state itself, so no
+// grant can slip in between the restore and a separate floor command. The
+// raise stays in b: a later call with a lower floor keeps the higher one.
+func (b *ParsedBackup) WithFloor(floor Token, index uint64) ([]byte, SnapshotInfo, error) {
+	if _, err := b.t.RaiseFloor(floor); err != nil {
 		return nil, SnapshotInfo{}, fmt.Errorf("fsm: token floor %d: %w", floor, err)
 	}
 	var buf bytes.Buffer
-	buf.Grow(len(data))
-	if err := WriteSnapshot(&buf, t, index); err != nil {
+	buf.Grow(b.size)
+	if err := WriteSnapshot(&buf, b.t, index); err != nil {
 		return nil, SnapshotInfo{}, err
 	}
-	return buf.Bytes(), SnapshotInfo{Index: index, LastToken: t.LastToken(), Keys: t.Len()}, nil
+	return buf.Bytes(), SnapshotInfo{Index: index, LastToken: b.t.LastToken(), Keys: b.t.Len()}, nil
+}
+
+// IsBackupError reports whether err says a backup is not a usable latch
+// snapshot (format, version or corruption): the caller's input is at fault.
+func IsBackupError(err error) bool {
+	return errors.Is(err, ErrSnapshotFormat) || errors.Is(err, ErrSnapshotVersion) || errors.Is(err, ErrSnapshotCorrupt)
 }

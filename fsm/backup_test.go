@@ -32,9 +32,9 @@ func TestBackupMatchesSnapshot(t *testing.T) {
 	}
 }
 
-// RaiseSnapshotFloor raises and never lowers the counter, keeps the holders, sets the index
-// and refuses corrupt data and floors out of range.
-func TestRaiseSnapshotFloor(t *testing.T) {
+// WithFloor raises and never lowers the counter, keeps the holders, sets the index;
+// ReadBackup refuses corrupt data and WithFloor floors out of range.
+func TestBackupWithFloor(t *testing.T) {
 	f := newFSM(t, 0)
 	f.Apply(entry(t, 9, acq("a", 10), acq("b", 20)))
 	var buf bytes.Buffer
@@ -45,7 +45,14 @@ func TestRaiseSnapshotFloor(t *testing.T) {
 		floor Token
 		want  Token
 	}{{0, 2}, {1, 2}, {2, 2}, {3, 3}, {1000, 1000}, {MaxToken, MaxToken}} {
-		out, info, err := RaiseSnapshotFloor(buf.Bytes(), c.floor, 77)
+		b, err := ReadBackup(buf.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Info != (SnapshotInfo{Index: 9, LastToken: 2, Keys: 2}) {
+			t.Fatalf("backup info %+v", b.Info)
+		}
+		out, info, err := b.WithFloor(c.floor, 77)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,10 +70,23 @@ func TestRaiseSnapshotFloor(t *testing.T) {
 			t.Fatalf("floor %d: holder of b %+v %v", c.floor, h, ok)
 		}
 	}
-	if _, _, err := RaiseSnapshotFloor(buf.Bytes(), MaxToken+1, 0); !errors.Is(err, ErrFloorRange) {
+	b, err := ReadBackup(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.WithFloor(MaxToken+1, 0); !errors.Is(err, ErrFloorRange) {
 		t.Fatalf("floor above MaxToken: %v", err)
 	}
-	if _, _, err := RaiseSnapshotFloor(buf.Bytes()[:len(buf.Bytes())-1], 5, 0); !errors.Is(err, ErrSnapshotCorrupt) {
+	if _, _, err := b.WithFloor(1, 0); err != nil {
+		t.Fatalf("a failed raise must leave the backup usable: %v", err)
+	}
+	if _, err := ReadBackup(buf.Bytes()[:len(buf.Bytes())-1]); !errors.Is(err, ErrSnapshotCorrupt) || !IsBackupError(err) {
 		t.Fatalf("truncated backup: %v", err)
+	}
+	if _, err := ReadBackup([]byte("not a backup at all")); !IsBackupError(err) {
+		t.Fatalf("not a backup: %v", err)
+	}
+	if IsBackupError(ErrFloorRange) {
+		t.Fatal("IsBackupError(ErrFloorRange) = true")
 	}
 }

@@ -72,16 +72,12 @@ func snapshots(mux *http.ServeMux, c Cluster, v *Verifier) {
 			writeErr(w, http.StatusUnauthorized, err)
 			return
 		}
-		if _, err := fsm.InspectSnapshot(bytes.NewReader(data)); err != nil {
-			writeErr(w, http.StatusBadRequest, fmt.Errorf("restore: %w", err))
-			return
-		}
 		ctx, cancel := context.WithTimeout(r.Context(), transferTimeout)
 		defer cancel()
 		res, err := c.Restore(ctx, data, floor)
 		if err != nil {
 			code := http.StatusServiceUnavailable
-			if errors.Is(err, fsm.ErrSnapshotCorrupt) || errors.Is(err, fsm.ErrFloorRange) {
+			if fsm.IsBackupError(err) || errors.Is(err, fsm.ErrFloorRange) {
 				code = http.StatusBadRequest
 			}
 			writeErr(w, code, fmt.Errorf("restore: %w", err))

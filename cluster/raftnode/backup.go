@@ -56,10 +56,11 @@ type Restored struct {
 // before anything changes.
 func (n *Node) Restore(ctx context.Context, data []byte, floor uint64) (Restored, error) {
 	var out Restored
-	info, err := fsm.InspectSnapshot(bytes.NewReader(data))
+	backup, err := fsm.ReadBackup(data) // read and verified once, written again with the floor below
 	if err != nil {
 		return out, fmt.Errorf("raftnode: restore: %w", err)
 	}
+	info := backup.Info
 	out.Snapshot = info
 	if floor > uint64(fsm.MaxToken) {
 		return out, fmt.Errorf("raftnode: restore: %w", fsm.ErrFloorRange)
@@ -110,7 +111,7 @@ func (n *Node) Restore(ctx context.Context, data []byte, floor uint64) (Restored
 	}
 	out.Previous = uint64(n.fsm.LastToken())
 	out.Floor = max(floor, n.cfg.TokenFloor, out.Previous)
-	prepared, state, err := fsm.RaiseSnapshotFloor(data, fsm.Token(out.Floor), 0)
+	prepared, state, err := backup.WithFloor(fsm.Token(out.Floor), 0)
 	if err != nil {
 		err = fmt.Errorf("raftnode: restore: %w", err)
 		return out, err

@@ -209,6 +209,7 @@ type Progress struct {
 	Term         uint64
 	CommitIndex  uint64
 	AppliedIndex uint64
+	LastLogIndex uint64
 	LastContact  time.Time // zero on the leader and on a node that never heard from one
 	Leading      bool
 }
@@ -219,6 +220,7 @@ func (n *Node) Progress() Progress {
 		Term:         n.raft.CurrentTerm(),
 		CommitIndex:  n.raft.CommitIndex(),
 		AppliedIndex: n.raft.AppliedIndex(),
+		LastLogIndex: n.raft.LastIndex(),
 		Leading:      n.IsLeader(),
 	}
 	if n.raft.State() != raft.Leader {

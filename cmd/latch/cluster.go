@@ -445,7 +445,7 @@ func (m membership) State() (admin.NodeState, error) {
 	r := m.rp.Load()
 	switch {
 	case r != nil:
-		return admin.NodeState{ID: m.id, LastIndex: r.Status().LastLogIndex}, nil
+		return admin.NodeState{ID: m.id, LastIndex: r.Progress().LastLogIndex}, nil
 	case m.starting:
 		return admin.NodeState{ID: m.id, Starting: true}, nil
 	default:

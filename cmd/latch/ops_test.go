@@ -222,7 +222,21 @@ func TestSnapshotSaveRestoreThroughTheCLI(t *testing.T) {
 			t.Errorf("POST /v1/restore?%s: %v, want %s", c.query, err, c.want)
 		}
 	}
+	// A waiter queued on the leader when the restore begins is answered E unavailable (the
+	// leader stops deciding; the client may retry), and its connection stays usable.
+	holder, waiter := dst.conn(dl), dst.conn(dl)
+	if r := holder.Do(t, wiretest.Acquire(1, 0, 3600, "restore/contended")); r.Op != wire.OpAcquire {
+		t.Fatalf("holder: %s", wiretest.Describe(r))
+	}
+	waiter.Send(t, wiretest.Acquire(2, 120, 30, "restore/contended"))
+	dst.waitFor("the waiter is queued on the leader", func() bool {
+		_, body := httpGetQuiet(dst.http[dl] + "/metrics")
+		return strings.Contains(body, "\nlatch_waiters 1\n")
+	})
 	code, out = dst.admin(df, "snapshot restore", "--token-floor", strconv.FormatUint(after, 10), file)
+	if r := waiter.NextWithin(t, 30*time.Second); r.Op != wire.OpError || r.Owner != 2 || r.Reason != wire.ReasonUnavailable {
+		t.Fatalf("a waiter during the restore got %s, want E unavailable for owner 2", wiretest.Describe(r))
+	}
 	if code != 0 || lastTokenIn(t, out) != toks[2] || !strings.Contains(out, fmt.Sprintf("last token %d (the largest", after)) {
 		t.Fatalf("snapshot restore: exit %d, %q", code, out)
 	}
@@ -234,6 +248,11 @@ func TestSnapshotSaveRestoreThroughTheCLI(t *testing.T) {
 			t.Fatalf("token %d after the restore, not above the floor %d", tok, after)
 		}
 		dc.Close()
+	}
+	// The waiter's connection still works: the key it waited for is free in the restored
+	// state (the backup never held it), so a retry gets it at once.
+	if r := waiter.Do(t, wiretest.Acquire(3, 0, 30, "restore/contended")); r.Op != wire.OpAcquire || r.Token <= after {
+		t.Fatalf("retry after the restore: %s", wiretest.Describe(r))
 	}
 	// The backup's tokens still release their locks.
 	dc := dst.conn(dl)
