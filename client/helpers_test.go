@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/server"
 )
 
@@ -107,17 +108,8 @@ func (c *fakeClock) hasTimerAt(at time.Time) bool {
 	return false
 }
 
-// eventually polls cond every 5 ms until it holds, and fails the test after within.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// eventually polls cond until it holds (clustertest.Eventually).
+var eventually = clustertest.Eventually
 
 // newTestClient makes a client closed at the end of the test.
 func newTestClient(t *testing.T, cfg Config) *Client {

@@ -12,7 +12,6 @@ package forward_test
 import (
 	"context"
 	"errors"
-	dto "github.com/prometheus/client_model/go"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -20,11 +19,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/latchd/latch/cluster/clustertest"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
 	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/forward"
 	"github.com/latchd/latch/cluster/server"
 	"github.com/latchd/latch/wire"
@@ -208,25 +207,11 @@ func (m *member) untouched(t *testing.T) {
 	}
 }
 
-// eventually polls cond every 5 ms until it holds, and fails the test after within.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// eventually polls cond until it holds (clustertest.Eventually).
+var eventually = clustertest.Eventually
 
-// between fails the test unless lo <= d <= hi.
-func between(t *testing.T, what string, d, lo, hi time.Duration) {
-	t.Helper()
-	if d < lo || d > hi {
-		t.Fatalf("%s after %v, want between %v and %v", what, d.Round(time.Millisecond), lo, hi)
-	}
-}
+// between fails the test unless lo <= d <= hi (clustertest.Between).
+var between = clustertest.Between
 
 func errResp(owner uint64, reason wire.Reason) wire.Response {
 	return wire.Response{Op: wire.OpError, Owner: owner, Reason: reason}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"github.com/latchd/latch/cluster/clustertest"
 	"io"
 	"net"
 	"sync"
@@ -16,8 +15,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
 	"go.uber.org/goleak"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 func TestMain(m *testing.M) {
@@ -114,13 +114,7 @@ func accept(t *testing.T, l net.Listener) net.Conn {
 // eventually polls cond until it holds, failing the test after slack.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(slack)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", slack, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	clustertest.Eventually(t, slack, what, cond)
 }
 
 // settled waits until m has no connection in the handshake, so its counters are final.

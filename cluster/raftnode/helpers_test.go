@@ -10,11 +10,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
 	"github.com/hashicorp/raft"
-	"github.com/latchd/latch/cluster/clustertest"
 	"go.uber.org/goleak"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/fsm"
 )
 
@@ -232,16 +231,10 @@ func fsmEquals(f *fsm.FSM, want map[string]fsm.Token, lastToken fsm.Token) bool 
 	return true
 }
 
-// eventually polls cond every 5ms until it holds, or fails the test after waitFor.
+// eventually polls cond until it holds, failing the test after waitFor.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for: %s", waitFor, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	clustertest.Eventually(t, waitFor, what, cond)
 }
 
 type outcome struct {

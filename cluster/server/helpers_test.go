@@ -20,11 +20,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/latchd/latch/cluster/clustertest"
 	"go.uber.org/goleak"
 
 	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/server"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
@@ -193,25 +192,11 @@ func (ts *testServer) connections(t *testing.T) float64 {
 	return 0
 }
 
-// eventually polls cond every 10 ms until it holds, and fails the test after within.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// eventually polls cond until it holds (clustertest.Eventually).
+var eventually = clustertest.Eventually
 
-// within fails the test unless d is at least lo (when lo > 0) and at most hi.
-func within(t *testing.T, what string, d, lo, hi time.Duration) {
-	t.Helper()
-	if d < lo || d > hi {
-		t.Fatalf("%s after %v, want between %v and %v", what, d.Round(time.Millisecond), lo, hi)
-	}
-}
+// within fails the test unless lo <= d <= hi (clustertest.Between).
+var within = clustertest.Between
 
 // resp is the response op with owner (T, B, R, N, P).
 func resp(op wire.Op, owner uint64) wire.Response { return wire.Response{Op: op, Owner: owner} }

@@ -1,0 +1,27 @@
+package clustertest
+
+import (
+	"testing"
+	"time"
+)
+
+// Eventually polls cond every 5 ms until it holds, and fails the test if it does not within
+// the bound: a generous one, since these machines are shared and noisy.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within %v", what, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Between fails the test unless lo <= d <= hi.
+func Between(t testing.TB, what string, d, lo, hi time.Duration) {
+	t.Helper()
+	if d < lo || d > hi {
+		t.Fatalf("%s after %v, want between %v and %v", what, d.Round(time.Millisecond), lo, hi)
+	}
+}
