@@ -14,7 +14,8 @@ import (
 // Backup writes a consistent snapshot of the replicated state (held locks and the token
 // counter) to w, in the FSM's snapshot format; on the established leader only (errors wrap
 // ErrNotLeader elsewhere). A Barrier first makes sure this node still leads and has applied
-// everything committed, so the backup holds every grant a client has been answered.
+// everything committed, so the backup holds every grant a client has been answered. Nothing
+// is written to w unless every check passed.
 func (n *Node) Backup(ctx context.Context, w io.Writer) (fsm.SnapshotInfo, error) {
 	if n.closing.Load() {
 		return fsm.SnapshotInfo{}, ErrShutdown

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -413,14 +412,9 @@ func (m membership) Backup(ctx context.Context, w io.Writer) (fsm.SnapshotInfo, 
 	if err != nil {
 		return fsm.SnapshotInfo{}, err
 	}
-	// The leader's backup is buffered whole before any byte goes to w, so that a failure
-	// here leaves w empty and forwarding can still go ahead.
-	var buf bytes.Buffer
-	info, err := r.Backup(ctx, &buf)
-	if err == nil {
-		_, err = w.Write(buf.Bytes())
-		return info, err
-	}
+	// Backup refuses (not the leader) before it writes anything to w, so forwarding can
+	// still write the leader's backup there.
+	info, err := r.Backup(ctx, w)
 	err = m.orForward(ctx, err, func(conn net.Conn) error {
 		info, err = admin.CallBackup(ctx, conn, w)
 		return err
