@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -208,6 +209,79 @@ func TestJoin(t *testing.T) {
 
 	want["new"] = grant(t, l.n, "new")
 	c.converged(want, want["new"])
+}
+
+// A voter added with AddVoterCaughtUp is a nonvoter until it has caught up: while the new
+// node is not running the cluster keeps its quorum of three (a follower can even be lost),
+// the deadline leaves it a nonvoter with a message that says why, and once it runs a second
+// call makes it a voter.
+func TestAddVoterCaughtUp(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	l := c.leader()
+	want := map[string]fsm.Token{}
+	for i := range 20 {
+		k := fmt.Sprintf("k%d", i)
+		want[k] = grant(t, l.n, k)
+	}
+
+	tr := c.transport("127.0.0.1:0") // bound, but no node behind it yet
+	tn := &tnode{id: "node-3", addr: string(tr.LocalAddr()), dir: filepath.Join(t.TempDir(), "data")}
+	c.nodes = append(c.nodes, tn)
+	asked := 0
+	lastIndex := func(context.Context) (uint64, error) {
+		asked++
+		if tn.n == nil {
+			return 0, errors.New("connection refused")
+		}
+		return tn.n.Progress().LastLogIndex, nil
+	}
+	suffrage := func() map[string]string {
+		out := map[string]string{}
+		for _, s := range l.n.Servers() {
+			out[s.ID] = s.Suffrage
+		}
+		return out
+	}
+
+	if err := c.followers()[0].n.AddVoterCaughtUp(context.Background(), tn.id, tn.addr, 10*time.Millisecond, lastIndex); !errors.Is(err, ErrNotLeader) || !errors.Is(err, ErrNotApplied) {
+		t.Fatalf("AddVoterCaughtUp on a follower = %v, want ErrNotApplied and ErrNotLeader", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	err := l.n.AddVoterCaughtUp(ctx, tn.id, tn.addr, 50*time.Millisecond, lastIndex)
+	cancel()
+	if !errors.Is(err, ErrNotCaughtUp) || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "add it again") {
+		t.Fatalf("AddVoterCaughtUp for a node that is not running = %v, want ErrNotCaughtUp saying what it saw and what to do", err)
+	}
+	if asked < 2 {
+		t.Fatalf("the new member was asked %d times in a second, want it polled", asked)
+	}
+	if got := suffrage(); got[tn.id] != "nonvoter" || len(got) != 4 {
+		t.Fatalf("configuration after the deadline = %v, want %s as a nonvoter", got, tn.id)
+	}
+
+	// Two voters of three still make a quorum: with the new node as a voter, two of four
+	// would not.
+	f := c.followers()[0]
+	c.shutdown(f)
+	want["while-one-is-down"] = grant(t, l.n, "while-one-is-down")
+	c.restart(f)
+
+	saved := c.peers
+	c.peers = nil
+	c.openWith(tn, tr, false)
+	c.peers = saved
+	if err := l.n.AddVoterCaughtUp(context.Background(), tn.id, tn.addr, 20*time.Millisecond, lastIndex); err != nil {
+		t.Fatalf("AddVoterCaughtUp once the node runs: %v", err)
+	}
+	if got := suffrage(); got[tn.id] != "voter" {
+		t.Fatalf("configuration = %v, want %s a voter", got, tn.id)
+	}
+	c.converged(want, want["while-one-is-down"])
+	// Again for a voter: only an address check, nothing polled.
+	before := asked
+	if err := l.n.AddVoterCaughtUp(context.Background(), tn.id, tn.addr, time.Millisecond, lastIndex); err != nil || asked != before {
+		t.Fatalf("AddVoterCaughtUp for a voter = %v after %d polls, want nil and none", err, asked-before)
+	}
 }
 
 // Shutting the leader down hands leadership to a follower at once (no election timeout to

@@ -48,6 +48,11 @@ var (
 	ErrDataDirInUse = errors.New("raftnode: the data directory is in use by another latch process: " +
 		"stop that process, or give this one its own data directory")
 
+	// ErrNotCaughtUp: AddVoterCaughtUp added the member as a nonvoter, but it had not caught
+	// up with the log before the deadline, so it was not made a voter. Not a failed command:
+	// the nonvoter is in the configuration and keeps replicating.
+	ErrNotCaughtUp = errors.New("raftnode: not made a voter: the new member has not caught up with the log")
+
 	// errStopped: an internal wait gave up because leadership (or the node) is going away.
 	errStopped = errors.New("raftnode: stopped")
 )

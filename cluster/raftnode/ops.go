@@ -138,13 +138,63 @@ func suffrage(s raft.ServerSuffrage) string {
 
 // AddVoter adds a voting member, or changes the address of an existing one; on the leader
 // only. The new voter counts towards the quorum at once, before it has caught up: to grow
-// a cluster under load, AddNonvoter first, wait until its applied index nears the leader's,
-// then AddVoter. Errors wrap ErrNotApplied (with ErrNotLeader on a follower) or
+// a cluster, use AddVoterCaughtUp. Errors wrap ErrNotApplied (with ErrNotLeader on a follower) or
 // ErrMaybeApplied (check Servers before retrying).
 func (n *Node) AddVoter(id, addr string) error {
 	return n.change("add voter", id, func() raft.IndexFuture {
 		return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.cfg.ApplyTimeout)
 	})
+}
+
+// AddVoterCaughtUp adds a voting member without weakening the cluster while it catches up,
+// on the leader only. A member that is not in the configuration yet (or is there with another
+// address) is first added as a nonvoter; lastIndex, which asks the member itself for its last
+// log index, is then polled every poll until the member has reached the commit index the
+// leader had once the member was in; only then is it made a voter. A member that is a voter
+// already just goes through AddVoter (an address change, or nothing).
+//
+// When ctx ends first the member stays a nonvoter: it keeps replicating, it never counts for
+// the quorum, and calling this again resumes. The error then wraps ErrNotCaughtUp and says
+// what the member last answered. Other errors as AddVoter.
+func (n *Node) AddVoterCaughtUp(ctx context.Context, id, addr string, poll time.Duration, lastIndex func(context.Context) (uint64, error)) error {
+	if !n.IsLeader() {
+		return fmt.Errorf("raftnode: add voter %q: %w", id, notApplied(ErrNotLeader))
+	}
+	var cur *raft.Server
+	for _, s := range n.servers() {
+		if string(s.ID) == id {
+			cur = &s
+		}
+	}
+	if cur != nil && cur.Suffrage == raft.Voter {
+		return n.AddVoter(id, addr)
+	}
+	if cur == nil || string(cur.Address) != addr {
+		if err := n.AddNonvoter(id, addr); err != nil {
+			return err
+		}
+	}
+	target := n.raft.CommitIndex() // at least the entry that made it a member
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		got, err := lastIndex(ctx)
+		if err == nil && got >= target {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			saw := fmt.Sprintf("its last log index was %d", got)
+			if err != nil {
+				saw = "asking it failed: " + err.Error()
+			}
+			return fmt.Errorf("%w: %q (%s) is a nonvoter and replicates, but had not reached index %d "+
+				"before the deadline (%s); start it if it is not running, and add it again once it has caught up",
+				ErrNotCaughtUp, id, addr, target, saw)
+		case <-tick.C:
+		}
+	}
+	return n.AddVoter(id, addr)
 }
 
 // AddNonvoter adds a member that receives the log but does not vote; on the leader only.
