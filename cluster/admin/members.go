@@ -37,6 +37,10 @@ type Cluster interface {
 // ErrNotFound marks a member id that is not in the configuration (HTTP 404).
 var ErrNotFound = errors.New("admin: no such member")
 
+// ErrOtherNode marks an add whose address is served by a node with another id (HTTP 409):
+// check --raft-addr and --id.
+var ErrOtherNode = errors.New("admin: another node answers at that address")
+
 // AddRequest is the body of POST /v1/peers.
 type AddRequest struct {
 	ID       string `json:"id"`
@@ -90,7 +94,11 @@ func membership(mux *http.ServeMux, c Cluster, v *Verifier) {
 		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 		defer cancel()
 		if err := c.AddMember(ctx, req.ID, req.Addr, !req.Nonvoter); err != nil {
-			writeErr(w, http.StatusServiceUnavailable, err)
+			code := http.StatusServiceUnavailable
+			if errors.Is(err, ErrOtherNode) {
+				code = http.StatusConflict
+			}
+			writeErr(w, code, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"added": req.ID})

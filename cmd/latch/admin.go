@@ -175,6 +175,11 @@ func peersCommand() *cli.Command {
 			{
 				Name:  "add",
 				Usage: "add a member: its --id and its --advertise (or --raft-addr) address",
+				Description: "A voter joins as a nonvoter and gets its vote once it has caught up with the log, so\n" +
+					"it never counts for the quorum before it can acknowledge: start the new node (with no\n" +
+					"--bootstrap, --initial-cluster or --join) before or while this waits. If it has not\n" +
+					"caught up within about 25 s it stays a nonvoter (it keeps replicating): run this\n" +
+					"again once it runs. Refused (409) when another node answers at --raft-addr.",
 				Flags: append(adminFlags(),
 					&cli.StringFlag{Name: "id", Required: true, Usage: "the new member's `ID`"},
 					&cli.StringFlag{Name: "raft-addr", Required: true, Usage: "the new member's peer `ADDR`"},

@@ -375,19 +375,56 @@ func (m membership) Members() ([]admin.Member, error) {
 	return out, nil
 }
 
+// AddMember adds id at addr. A voter is a nonvoter until it has caught up with the log
+// (raftnode.AddVoterCaughtUp), so that a node that is not running yet, or is still
+// installing the state, never counts for the quorum. The node that took the request first
+// asks whoever answers at addr who it is, and refuses when that is another member.
 func (m membership) AddMember(ctx context.Context, id, addr string, voter bool) error {
 	r, err := m.node()
 	if err != nil {
 		return err
 	}
+	if m.forward {
+		if _, err := m.lastIndexOf(id, addr)(ctx); errors.Is(err, admin.ErrOtherNode) {
+			return err
+		}
+	}
 	if voter {
-		err = r.AddVoter(id, addr)
+		wctx, cancel := context.WithCancel(ctx)
+		if dl, ok := ctx.Deadline(); ok {
+			// Answer before a forwarding follower's own deadline, so that it relays why.
+			wctx, cancel = context.WithDeadline(ctx, dl.Add(-catchUpMargin))
+		}
+		err = r.AddVoterCaughtUp(wctx, id, addr, catchUpPoll, m.lastIndexOf(id, addr))
+		cancel()
 	} else {
 		err = r.AddNonvoter(id, addr)
 	}
 	return m.orForward(ctx, err, func(conn net.Conn) error {
 		return admin.CallChannel(ctx, conn, admin.ChannelRequest{Op: "add", ID: id, Addr: addr, Voter: voter})
 	})
+}
+
+// How often a new voter's progress is asked for, and how long before the call's deadline the
+// wait for it gives up.
+const (
+	catchUpPoll   = 200 * time.Millisecond
+	catchUpMargin = 5 * time.Second
+)
+
+// lastIndexOf asks the node at addr (its admin channel) for its last log index; it must be
+// the member id.
+func (m membership) lastIndexOf(id, addr string) func(context.Context) (uint64, error) {
+	return func(ctx context.Context) (uint64, error) {
+		st, err := probe(ctx, m.mux, addr)
+		if err != nil {
+			return 0, err
+		}
+		if st.ID != id {
+			return 0, fmt.Errorf("%w: the node at %s is %q, not %q", admin.ErrOtherNode, addr, st.ID, id)
+		}
+		return st.LastIndex, nil
+	}
 }
 
 func (m membership) RemoveMember(ctx context.Context, id string) error {
@@ -472,11 +509,14 @@ func (m membership) orForward(ctx context.Context, err error, call func(net.Conn
 // member the configuration still lists) has nothing to do; a node whose own configuration
 // leaves it out was removed, and does not add itself back.
 func join(ctx context.Context, log hclog.Logger, r *raftnode.Node, httpAddr, id, advertise string, secret []byte) {
-	asked, waiting := false, false
+	// seen: this node has found itself in its configuration. Missing from it after that means
+	// it was removed; missing before that, the entry that adds it may still be on its way.
+	asked, waiting, seen := false, false, false
 	var promoted time.Time // when the last request for a vote went through
 	for wait := time.Second; ; {
 		servers := r.Servers()
 		i := slices.IndexFunc(servers, func(s raftnode.Server) bool { return s.ID == id })
+		seen = seen || i >= 0
 		var err error
 		pause := 200 * time.Millisecond
 		switch {
@@ -487,7 +527,7 @@ func join(ctx context.Context, log hclog.Logger, r *raftnode.Node, httpAddr, id,
 				log.Info("already a member: not joining again", "join", httpAddr)
 			}
 			return
-		case i < 0 && len(servers) > 0 && !asked:
+		case i < 0 && len(servers) > 0 && (!asked || seen):
 			log.Warn("this node's configuration leaves it out: it was removed from the cluster; not joining again "+
 				"(wipe --data-dir to join afresh)", "join", httpAddr, "id", id)
 			return

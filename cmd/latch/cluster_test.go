@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -345,7 +346,10 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 		tc.procs = append(tc.procs, p)
 	}
 	members := func(via int) string {
-		_, out := run(t, nil, "peers", "list", "--http", tc.procs[via].http)
+		code, out := run(t, nil, "peers", "list", "--http", tc.procs[via].http)
+		if code != 0 {
+			return fmt.Sprintf("(peers list: exit %d) %s", code, out)
+		}
 		return out
 	}
 	waitFor := func(what string, cond func() bool) {
@@ -358,7 +362,26 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	waitFor("five members", func() bool { return strings.Count(members(l), "voter") == 5 })
+	// suffrage is each member's suffrage, from the peers list table.
+	suffrage := func() map[string]string {
+		out := map[string]string{}
+		for _, line := range strings.Split(members(l), "\n") {
+			if f := strings.Fields(line); len(f) == 3 && f[0] != "ID" {
+				out[f[0]+" "+f[1]] = f[2]
+			}
+		}
+		return out
+	}
+	voters := func() int {
+		n := 0
+		for _, s := range suffrage() {
+			if s == "voter" {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor("five voters", func() bool { return voters() == 5 })
 
 	waitFor("n5 ready", func() bool { code, _ := httpGetQuiet(tc.procs[4].http + "/readyz"); return code == 200 })
 	c := wiretest.Dial(t, tc.procs[4].listen) // a joined node serves (forwarding)
@@ -374,7 +397,7 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 	if code, out := run(t, nil, "peers", "remove", "--http", tc.procs[f].http, "--id", "n4", "--secret-file", secret); code != 0 {
 		t.Fatalf("peers remove: exit %d, %q", code, out)
 	}
-	waitFor("n4 removed", func() bool { return !strings.Contains(members(l), "n4") && strings.Count(members(l), "voter") == 4 })
+	waitFor("n4 removed", func() bool { return !strings.Contains(members(l), "n4") && voters() == 4 })
 	if code, out := run(t, nil, "peers", "remove", "--http", tc.procs[l].http, "--id", "nope", "--secret-file", secret); code == 0 || !strings.Contains(out, "404") {
 		t.Fatalf("removing an unknown member: exit %d, %q", code, out)
 	}
@@ -385,6 +408,58 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 	code, out := run(t, nil, "status", "--http", tc.procs[4].http)
 	if code != 0 || !strings.Contains(out, "role") || !strings.Contains(out, "last token") {
 		t.Fatalf("latch status: exit %d, %q", code, out)
+	}
+
+	// latch peers add before the node runs: it is a nonvoter, so the quorum stays three of
+	// four voters, until it runs and has caught up; then the same call makes it a voter.
+	n6 := freePorts(t, 1)[0]
+	add := exec.Command(latchBin, "peers", "add", "--http", tc.procs[f].http, "--id", "n6", "--raft-addr", n6, "--secret-file", secret)
+	var addOut syncBuffer
+	add.Stdout, add.Stderr = &addOut, &addOut
+	if err := add.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addDone := make(chan error, 1)
+	go func() { addDone <- add.Wait() }()
+	defer add.Process.Kill()
+	waitFor("n6 listed as a nonvoter", func() bool { return suffrage()["n6 "+n6] == "nonvoter" })
+	if v := voters(); v != 4 {
+		t.Fatalf("%d voters while n6 does not run, want 4:\n%s", v, members(l))
+	}
+	c.Raw(t, wiretest.Acquire(3, 0, 30, "while-n6-is-added"))
+	if r := c.Next(t); r.Op != wire.OpAcquire {
+		t.Fatalf("while n6 is added: %s", wiretest.Describe(r))
+	}
+	select {
+	case err := <-addDone:
+		t.Fatalf("peers add returned before n6 ran (%v):\n%s", err, addOut.String())
+	default:
+	}
+	tc.procs = append(tc.procs, startServer(t, nil, "--mode", "cluster", "--id", "n6",
+		"--data-dir", filepath.Join(tc.dataDir, "n6"), "--raft-addr", n6, "--secret-file", secret))
+	select {
+	case err := <-addDone:
+		if err != nil || !strings.Contains(addOut.String(), "added n6") {
+			t.Fatalf("peers add once n6 runs: %v\n%s", err, addOut.String())
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatalf("peers add still waiting 40 s after n6 started:\n%s", addOut.String())
+	}
+	if v := voters(); v != 5 || suffrage()["n6 "+n6] != "voter" {
+		t.Fatalf("after peers add, want n6 among 5 voters:\n%s", members(l))
+	}
+
+	// Another node answers at the address: refused before anything changes.
+	code, out = run(t, nil, "peers", "add", "--http", tc.procs[l].http, "--id", "n7", "--raft-addr", n6, "--secret-file", secret)
+	if code == 0 || !strings.Contains(out, "409") || !strings.Contains(out, `is "n6", not "n7"`) {
+		t.Fatalf("adding n7 at n6's address: exit %d, %q", code, out)
+	}
+	if strings.Contains(members(l), "n7") {
+		t.Fatalf("n7 was added:\n%s", members(l))
+	}
+	// n4, removed while its --join loop still ran, never added itself back.
+	if strings.Contains(members(l), "n4") {
+		t.Fatalf("the removed n4 is back:\n%s", members(l))
 	}
 }
 
