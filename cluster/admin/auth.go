@@ -61,9 +61,23 @@ func Sign(r *http.Request, secret, body []byte, now time.Time) error {
 // Verifier checks signed admin calls against the node's secrets.
 type Verifier struct {
 	secrets [][]byte
+	certs   bool // a verified TLS client certificate authorizes a call too
 	now     func() time.Time
 	mu      sync.Mutex
 	seen    map[string]time.Time // nonce -> when it may be forgotten
+}
+
+// ErrNoCredential is Verify's answer to an unsigned call without a client certificate on a
+// node that accepts either.
+var ErrNoCredential = errors.New("admin: this call needs the cluster secret (pass --secret-file) " +
+	"or a client certificate signed by the cluster CA (pass --tls-cert and --tls-key, with an https:// --http)")
+
+// AcceptClientCerts makes v authorize a call that came over TLS with a client certificate
+// the listener verified (against the cluster CA), with or without a signature. It returns v.
+// Then a node without secrets no longer lets every call through: each needs a certificate.
+func (v *Verifier) AcceptClientCerts() *Verifier {
+	v.certs = true
+	return v
 }
 
 // NewVerifier returns a verifier for secrets; now is the clock (nil: time.Now).
@@ -74,14 +88,20 @@ func NewVerifier(secrets [][]byte, now func() time.Time) *Verifier {
 	return &Verifier{secrets: secrets, now: now, seen: map[string]time.Time{}}
 }
 
-// Verify checks r's signature over body. Without secrets every call passes (an insecure,
-// loopback-only node).
+// Verify checks r's signature over body, or (AcceptClientCerts) its verified client
+// certificate. Without secrets or certificates every call passes (an insecure node, or one
+// whose --http only loopback reaches).
 func (v *Verifier) Verify(r *http.Request, body []byte) error {
-	if len(v.secrets) == 0 {
+	if v.certs && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 		return nil
 	}
 	h := r.Header.Get("Authorization")
-	if !strings.HasPrefix(h, authScheme) {
+	switch {
+	case len(v.secrets) == 0 && !v.certs:
+		return nil
+	case len(v.secrets) == 0 || v.certs && !strings.HasPrefix(h, authScheme):
+		return ErrNoCredential
+	case !strings.HasPrefix(h, authScheme):
 		return ErrUnsigned
 	}
 	var ts, nonce, sig string

@@ -2,6 +2,8 @@ package admin
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net/http"
 	"strings"
@@ -84,5 +86,43 @@ func TestSignatureCoversQuery(t *testing.T) {
 	}
 	if err := v.Verify(signed(t, s, "POST", "/v1/restore?token_floor=5000", body, now), body); err != nil {
 		t.Fatalf("valid signature with a query refused: %v", err)
+	}
+}
+
+// With AcceptClientCerts a verified client certificate authorizes a call, a signature still
+// does where the node has secrets, and a call with neither is refused, also on a node without
+// secrets. Over real connections this is checked by cmd/latch's TLS process test.
+func TestClientCertificates(t *testing.T) {
+	s := []byte(strings.Repeat("c", 32))
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	body := []byte(`{"id":"n4"}`)
+	withCert := func(verified bool) *http.Request {
+		r, _ := http.NewRequest("POST", "https://127.0.0.1:7402/v1/peers", bytes.NewReader(body))
+		r.TLS = &tls.ConnectionState{}
+		if verified {
+			r.TLS.VerifiedChains = [][]*x509.Certificate{{{}}}
+		}
+		return r
+	}
+	plain := func() *http.Request { r, _ := http.NewRequest("POST", "http://127.0.0.1:7402/v1/peers", bytes.NewReader(body)); return r }
+	for _, c := range []struct {
+		name string
+		v    *Verifier
+		r    *http.Request
+		want error
+	}{
+		{"certs only: verified certificate", NewVerifier(nil, clock).AcceptClientCerts(), withCert(true), nil},
+		{"certs only: TLS without a certificate", NewVerifier(nil, clock).AcceptClientCerts(), withCert(false), ErrNoCredential},
+		{"certs only: plain and unsigned", NewVerifier(nil, clock).AcceptClientCerts(), plain(), ErrNoCredential},
+		{"certs only: signed, but the node has no secret", NewVerifier(nil, clock).AcceptClientCerts(), signed(t, s, "POST", "/v1/peers", body, now), ErrNoCredential},
+		{"both: verified certificate, unsigned", NewVerifier([][]byte{s}, clock).AcceptClientCerts(), withCert(true), nil},
+		{"both: signed, no certificate", NewVerifier([][]byte{s}, clock).AcceptClientCerts(), signed(t, s, "POST", "/v1/peers", body, now), nil},
+		{"both: neither", NewVerifier([][]byte{s}, clock).AcceptClientCerts(), withCert(false), ErrNoCredential},
+		{"secrets only: a certificate is not enough", NewVerifier([][]byte{s}, clock), withCert(true), ErrUnsigned},
+	} {
+		if err := c.v.Verify(c.r, body); !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,18 +21,46 @@ import (
 	"github.com/latchd/latch/wire"
 )
 
-// adminClient makes every admin call on a new connection: --join behind a Service (or a DNS
-// name with several nodes) then reaches another node on each retry instead of sticking to
-// the one its first connection went to.
-var adminClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: http.ProxyFromEnvironment}}
+// adminTarget is a node's --http as admin calls reach it: "host:port" or "http://host:port"
+// is plain HTTP, "https://host:port" is TLS.
+type adminTarget struct {
+	base   string // scheme://host:port
+	client *http.Client
+}
+
+// newAdminTarget returns the target for addr; tc is the TLS config for https:// (nil: the
+// system's roots, no client certificate). Every call uses a new connection: --join behind a
+// Service (or a DNS name with several nodes) then reaches another node on each retry instead
+// of sticking to the one its first connection went to.
+func newAdminTarget(addr string, tc *tls.Config) adminTarget {
+	tr := &http.Transport{DisableKeepAlives: true, Proxy: http.ProxyFromEnvironment}
+	base := "http://" + strings.TrimPrefix(addr, "http://")
+	if rest, ok := strings.CutPrefix(addr, "https://"); ok {
+		base, tr.TLSClientConfig = "https://"+rest, tc
+	}
+	return adminTarget{base: base, client: &http.Client{Transport: tr}}
+}
+
+// adminTargetOf is the target of an admin verb's --http, with its TLS flags.
+func adminTargetOf(c *cli.Context) (adminTarget, error) {
+	tc, err := adminTLS(c)
+	if err != nil {
+		return adminTarget{}, err
+	}
+	return newAdminTarget(c.String("http"), tc), nil
+}
 
 // adminTimeout bounds one admin call, forwarding to the leader included.
 const adminTimeout = 40 * time.Second
 
 func adminFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "http", Value: "127.0.0.1:7402", Usage: "`ADDR` of any node's --http", EnvVars: env("HTTP")},
+		&cli.StringFlag{Name: "http", Value: "127.0.0.1:7402", Usage: "`ADDR` of any node's --http: host:port, or https://host:port for a node with --http-tls", EnvVars: env("HTTP")},
 		&cli.StringFlag{Name: "secret-file", Usage: "`FILE` whose first line signs membership changes", EnvVars: env("SECRET_FILE")},
+		&cli.StringFlag{Name: "tls-ca", Usage: "PEM `FILE` of the CA that signed the nodes' certificates (https:// --http; default: the system's roots)", EnvVars: env("TLS_CA")},
+		&cli.StringFlag{Name: "tls-cert", Usage: "PEM `FILE` of a client certificate to present (https:// --http): signed by the cluster CA, it authorizes changes", EnvVars: env("TLS_CERT")},
+		&cli.StringFlag{Name: "tls-key", Usage: "PEM `FILE` of the client certificate's private key", EnvVars: env("TLS_KEY")},
+		&cli.StringFlag{Name: "tls-server-name", Usage: "check the node's certificate for `NAME` instead of the host in --http", EnvVars: env("TLS_SERVER_NAME")},
 	}
 }
 
@@ -52,10 +81,10 @@ func adminSecret(c *cli.Context) ([]byte, error) {
 	return s[0], nil
 }
 
-// callSigned sends a (signed, when secret is set) admin request and decodes a JSON answer
-// into out, turning an {"error": ...} answer into an error.
-func callSigned(ctx context.Context, method, url string, body, secret []byte, out any) error {
-	_, data, err := doSigned(ctx, method, url, body, secret, 1<<20)
+// callSigned sends a (signed, when secret is set) admin request for path (and query) to a
+// and decodes a JSON answer into out, turning an {"error": ...} answer into an error.
+func callSigned(ctx context.Context, a adminTarget, method, path string, body, secret []byte, out any) error {
+	_, data, err := doSigned(ctx, a, method, path, body, secret, 1<<20)
 	if err != nil {
 		return err
 	}
@@ -67,8 +96,8 @@ func callSigned(ctx context.Context, method, url string, body, secret []byte, ou
 
 // doSigned sends a (signed, when secret is set) admin request and returns the answer's
 // headers and body (at most limit bytes), turning a non-2xx answer into an error.
-func doSigned(ctx context.Context, method, url string, body, secret []byte, limit int64) (http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+func doSigned(ctx context.Context, a adminTarget, method, path string, body, secret []byte, limit int64) (http.Header, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -77,7 +106,7 @@ func doSigned(ctx context.Context, method, url string, body, secret []byte, limi
 			return nil, nil, err
 		}
 	}
-	resp, err := adminClient.Do(req)
+	resp, err := a.client.Do(req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -96,20 +125,20 @@ func doSigned(ctx context.Context, method, url string, body, secret []byte, limi
 	return resp.Header, data, nil
 }
 
-func postSigned(ctx context.Context, url string, body, secret []byte) error {
-	return callSigned(ctx, http.MethodPost, url, body, secret, nil)
-}
-
 func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show a node's role, leader, term, indexes, peers and last token",
 		Flags: append(adminFlags(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON"}),
 		Action: func(c *cli.Context) error {
+			a, err := adminTargetOf(c)
+			if err != nil {
+				return cli.Exit("latch status: "+err.Error(), exitUsage)
+			}
 			ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
 			defer cancel()
 			var st map[string]json.RawMessage
-			if err := callSigned(ctx, http.MethodGet, "http://"+c.String("http")+"/v1/status", nil, nil, &st); err != nil {
+			if err := callSigned(ctx, a, http.MethodGet, "/v1/status", nil, nil, &st); err != nil {
 				return cli.Exit("latch status: "+err.Error(), exitUnavailable)
 			}
 			if c.Bool("json") {
@@ -158,10 +187,14 @@ func peersCommand() *cli.Command {
 				Usage: "list the members of the cluster configuration",
 				Flags: adminFlags(),
 				Action: func(c *cli.Context) error {
+					a, err := adminTargetOf(c)
+					if err != nil {
+						return cli.Exit("latch peers list: "+err.Error(), exitUsage)
+					}
 					ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
 					defer cancel()
 					var ms []admin.Member
-					if err := callSigned(ctx, http.MethodGet, "http://"+c.String("http")+"/v1/peers", nil, nil, &ms); err != nil {
+					if err := callSigned(ctx, a, http.MethodGet, "/v1/peers", nil, nil, &ms); err != nil {
 						return cli.Exit("latch peers list: "+err.Error(), exitUnavailable)
 					}
 					w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
@@ -206,6 +239,10 @@ func peersChange(c *cli.Context, method, path string, req any) error {
 	if err != nil {
 		return cli.Exit("latch peers: "+err.Error(), exitUsage)
 	}
+	a, err := adminTargetOf(c)
+	if err != nil {
+		return cli.Exit("latch peers: "+err.Error(), exitUsage)
+	}
 	var body []byte
 	if req != nil {
 		body, _ = json.Marshal(req)
@@ -213,7 +250,7 @@ func peersChange(c *cli.Context, method, path string, req any) error {
 	ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
 	defer cancel()
 	var out map[string]string
-	if err := callSigned(ctx, method, "http://"+c.String("http")+path, body, secret, &out); err != nil {
+	if err := callSigned(ctx, a, method, path, body, secret, &out); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return cli.Exit("latch peers: no answer within "+adminTimeout.String(), exitIndeterminate)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -51,10 +52,10 @@ const joinSilence = 5
 // awaitInitialMembers blocks until it can decide, and reports whether to bootstrap. While it
 // waits it serves /healthz (alive) and /readyz (not ready, saying why) on httpAddr, so that
 // a liveness probe does not restart a pod that waits for its peers.
-func awaitInitialMembers(ctx context.Context, log hclog.Logger, mux *peer.Mux, self, httpAddr, joinAddr string, initial []raftnode.Peer) (bool, error) {
+func awaitInitialMembers(ctx context.Context, log hclog.Logger, mux *peer.Mux, self, httpAddr string, httpTLS *tls.Config, joinAddr string, join adminTarget, initial []raftnode.Peer) (bool, error) {
 	var mu sync.Mutex
 	waiting := "asking the other initial members what they hold"
-	stopHTTP, err := serveWaiting(httpAddr, func() string { mu.Lock(); defer mu.Unlock(); return waiting })
+	stopHTTP, err := serveWaiting(httpAddr, httpTLS, func() string { mu.Lock(); defer mu.Unlock(); return waiting })
 	if err != nil {
 		return false, err
 	}
@@ -87,7 +88,7 @@ func awaitInitialMembers(ctx context.Context, log hclog.Logger, mux *peer.Mux, s
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				n, err := joinHistory(ctx, joinAddr)
+				n, err := joinHistory(ctx, join)
 				log.Debug("asked the cluster behind --join", "join", joinAddr, "last_index", n, "error", err)
 				amu.Lock()
 				defer amu.Unlock()
@@ -130,8 +131,8 @@ func awaitInitialMembers(ctx context.Context, log hclog.Logger, mux *peer.Mux, s
 	}
 }
 
-// joinHistory asks the node behind joinAddr (an --http address) for its last raft index.
-func joinHistory(ctx context.Context, joinAddr string) (uint64, error) {
+// joinHistory asks the node behind join (an --http address) for its last raft index.
+func joinHistory(ctx context.Context, join adminTarget) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	var st struct {
@@ -139,7 +140,7 @@ func joinHistory(ctx context.Context, joinAddr string) (uint64, error) {
 			LastLogIndex uint64 `json:"last_log_index"`
 		} `json:"raft"`
 	}
-	if err := callSigned(ctx, http.MethodGet, "http://"+joinAddr+"/v1/status", nil, nil, &st); err != nil {
+	if err := callSigned(ctx, join, http.MethodGet, "/v1/status", nil, nil, &st); err != nil {
 		return 0, err
 	}
 	if st.Raft == nil {
@@ -159,11 +160,15 @@ func probe(ctx context.Context, mux *peer.Mux, addr string) (admin.NodeState, er
 	return admin.CallState(ctx, conn)
 }
 
-// serveWaiting serves /healthz and /readyz on addr until the returned stop is called.
-func serveWaiting(addr string, why func() string) (func(), error) {
+// serveWaiting serves /healthz and /readyz on addr (over TLS with tc, if set) until the
+// returned stop is called.
+func serveWaiting(addr string, tc *tls.Config, why func() string) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--http: %w", err)
+	}
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -274,7 +275,7 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg ser
 	bootstrap := false
 	if !hasState && self >= 0 {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-		bootstrap, err = awaitInitialMembers(ctx, log.Named("bootstrap"), mux, id, c.String("http"), joinAddr, initial)
+		bootstrap, err = awaitInitialMembers(ctx, log.Named("bootstrap"), mux, id, c.String("http"), tlsCfg.http, joinAddr, newAdminTarget(joinAddr, tlsCfg.admin), initial)
 		stop()
 		if err != nil {
 			stream.Close()
@@ -316,7 +317,7 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg ser
 		if len(secrets) > 0 {
 			secret = secrets[0]
 		}
-		go join(ctx, log.Named("join"), r, joinAddr, id, adv, secret)
+		go join(ctx, log.Named("join"), r, joinAddr, newAdminTarget(joinAddr, tlsCfg.admin), id, adv, secret)
 	}
 	return parts, nil
 }
@@ -508,7 +509,7 @@ func (m membership) orForward(ctx context.Context, err error, call func(net.Conn
 // cannot yet acknowledge anything. A node that is already a voter (a restart, or a wiped
 // member the configuration still lists) has nothing to do; a node whose own configuration
 // leaves it out was removed, and does not add itself back.
-func join(ctx context.Context, log hclog.Logger, r *raftnode.Node, httpAddr, id, advertise string, secret []byte) {
+func join(ctx context.Context, log hclog.Logger, r *raftnode.Node, httpAddr string, target adminTarget, id, advertise string, secret []byte) {
 	// seen: this node has found itself in its configuration. Missing from it after that means
 	// it was removed; missing before that, the entry that adds it may still be on its way.
 	asked, waiting, seen := false, false, false
@@ -532,7 +533,7 @@ func join(ctx context.Context, log hclog.Logger, r *raftnode.Node, httpAddr, id,
 				"(wipe --data-dir to join afresh)", "join", httpAddr, "id", id)
 			return
 		case i < 0:
-			err = postPeer(ctx, httpAddr, admin.AddRequest{ID: id, Addr: advertise, Nonvoter: true}, secret)
+			err = postPeer(ctx, target, admin.AddRequest{ID: id, Addr: advertise, Nonvoter: true}, secret)
 			if err == nil && !asked {
 				log.Info("added to the cluster as a nonvoter; catching up before asking for a vote", "via", httpAddr, "id", id)
 			}
@@ -545,7 +546,7 @@ func join(ctx context.Context, log hclog.Logger, r *raftnode.Node, httpAddr, id,
 		case time.Since(promoted) < 5*time.Second:
 			// the vote was granted; the configuration that says so is on its way here
 		default:
-			err = postPeer(ctx, httpAddr, admin.AddRequest{ID: id, Addr: advertise}, secret)
+			err = postPeer(ctx, target, admin.AddRequest{ID: id, Addr: advertise}, secret)
 			if err == nil {
 				asked, promoted = true, time.Now()
 			}
@@ -562,8 +563,8 @@ func join(ctx context.Context, log hclog.Logger, r *raftnode.Node, httpAddr, id,
 	}
 }
 
-// postPeer sends a signed POST /v1/peers to the node at httpAddr.
-func postPeer(ctx context.Context, httpAddr string, req admin.AddRequest, secret []byte) error {
+// postPeer sends a signed POST /v1/peers to the node at a.
+func postPeer(ctx context.Context, a adminTarget, req admin.AddRequest, secret []byte) error {
 	body, _ := json.Marshal(req)
-	return postSigned(ctx, "http://"+httpAddr+"/v1/peers", body, secret)
+	return callSigned(ctx, a, http.MethodPost, "/v1/peers", body, secret, nil)
 }

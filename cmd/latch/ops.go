@@ -72,9 +72,13 @@ func snapshotSave(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	a, err := adminTargetOf(c)
+	if err != nil {
+		return cli.Exit("latch "+verb+": "+err.Error(), exitUsage)
+	}
 	ctx, cancel := context.WithTimeout(c.Context, transferTimeout)
 	defer cancel()
-	_, data, err := doSigned(ctx, http.MethodGet, "http://"+c.String("http")+"/v1/snapshot", nil, secret, admin.MaxSnapshot+1)
+	_, data, err := doSigned(ctx, a, http.MethodGet, "/v1/snapshot", nil, secret, admin.MaxSnapshot+1)
 	if err != nil {
 		return cli.Exit("latch "+verb+": "+err.Error(), exitUnavailable)
 	}
@@ -136,11 +140,14 @@ func snapshotRestore(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("latch %s: %s: %v", verb, file, err), exitUsage)
 	}
+	a, err := adminTargetOf(c)
+	if err != nil {
+		return cli.Exit("latch "+verb+": "+err.Error(), exitUsage)
+	}
 	ctx, cancel := context.WithTimeout(c.Context, transferTimeout)
 	defer cancel()
-	url := "http://" + c.String("http") + "/v1/restore?token_floor=" + strconv.FormatUint(floor, 10)
 	var res raftnode.Restored
-	if err := callSigned(ctx, http.MethodPost, url, data, secret, &res); err != nil {
+	if err := callSigned(ctx, a, http.MethodPost, "/v1/restore?token_floor="+strconv.FormatUint(floor, 10), data, secret, &res); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return cli.Exit("latch "+verb+": no answer within "+transferTimeout.String()+"; check latch status before retrying", exitIndeterminate)
 		}

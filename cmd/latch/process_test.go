@@ -144,6 +144,9 @@ func (p *proc) awaitServing(t *testing.T) {
 	case line := <-p.serving:
 		p.listen, _ = line["listen"].(string)
 		p.http, _ = line["http"].(string)
+		if on, _ := line["http_tls"].(bool); on {
+			p.http = "https://" + p.http
+		}
 	case <-p.exited:
 		t.Fatalf("%s exited before serving: %v\n%s", p.what, p.err, p.stderr.String())
 	case <-time.After(30 * time.Second):

@@ -89,6 +89,16 @@ func runServer(c *cli.Context) error {
 	if err := server.CheckListen(listen, len(secrets) > 0, c.Bool("insecure")); err != nil {
 		return err
 	}
+	if mode == "cluster" {
+		// --http changes the membership and restores backups in cluster mode.
+		if err := server.CheckListen(c.String("http"), len(secrets) > 0 || tlsCfg.httpCerts, c.Bool("insecure")); errors.Is(err, server.ErrInsecureListen) {
+			return fmt.Errorf("--http %s: refusing a non-loopback admin address that nothing authenticates: anyone who can reach it could "+
+				"change the membership or replace every lock with a backup; pass --secret-file FILE (or --http-tls with --tls-ca, "+
+				"so that changes need a client certificate), or --insecure if the network is trusted", c.String("http"))
+		} else if err != nil {
+			return fmt.Errorf("--http: %w", err)
+		}
+	}
 
 	metrics := cluster.NewMetrics()
 	nodeCfg := cluster.Config{
@@ -147,6 +157,9 @@ func runServer(c *cli.Context) error {
 		ln.Close()
 		return fmt.Errorf("--http: %w", err)
 	}
+	if tlsCfg.http != nil {
+		hln = tls.NewListener(hln, tlsCfg.http)
+	}
 	ready := func() error {
 		if node.Stats().Draining {
 			return errors.New("shutting down")
@@ -161,6 +174,9 @@ func runServer(c *cli.Context) error {
 		opts.Status = func() any { return map[string]any{"mode": mode, "node": node.Stats(), "raft": parts.raft.Status()} }
 		opts.Cluster = parts.admin()
 		opts.Verifier = admin.NewVerifier(secrets, nil)
+		if tlsCfg.httpCerts {
+			opts.Verifier.AcceptClientCerts()
+		}
 	}
 	hs := &http.Server{Handler: admin.Handler(metrics.Registry, ready, opts), ReadHeaderTimeout: 5 * time.Second}
 
@@ -171,7 +187,7 @@ func runServer(c *cli.Context) error {
 	go func() { served <- srv.Serve(ln) }()
 	go func() { served <- hs.Serve(hln) }()
 	log.Info("latch serving", "mode", mode, "listen", ln.Addr().String(), "http", hln.Addr().String(),
-		"auth", len(secrets) > 0, "secrets", len(secrets), "tls", tlsCfg.client != nil, "peer_mtls", tlsCfg.peer != nil, "token_floor", nodeCfg.TokenFloor, "version", version)
+		"auth", len(secrets) > 0, "secrets", len(secrets), "tls", tlsCfg.client != nil, "http_tls", tlsCfg.http != nil, "peer_mtls", tlsCfg.peer != nil, "token_floor", nodeCfg.TokenFloor, "version", version)
 
 	select {
 	case <-ctx.Done():

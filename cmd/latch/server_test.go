@@ -174,6 +174,7 @@ func TestBadFlagsSayWhatToDo(t *testing.T) {
 		{[]string{"--mode", "cluster", "--id", "n1", "--data-dir", "/tmp/x", "--initial-cluster", "n1=127.0.0.1:1", "--advertise", "127.0.0.1:2"}, "use the same address"},
 		{[]string{"--mode", "cluster", "--id", "n1", "--data-dir", "/tmp/x", "--initial-cluster", "n1"}, "ID=ADDR"},
 		{[]string{"--mode", "cluster", "--id", "n1", "--data-dir", "/tmp/x", "--bootstrap", "--raft-addr", "0.0.0.0:0"}, "--raft-addr"},
+		{[]string{"--mode", "cluster", "--id", "n1", "--data-dir", "/tmp/x", "--bootstrap", "--http", "0.0.0.0:0"}, "--http 0.0.0.0:0: refusing a non-loopback admin address"},
 		{[]string{"extra-arg"}, "no arguments"},
 	}
 	for _, c := range cases {

@@ -1,9 +1,13 @@
 package main
 
 import (
-	"github.com/latchd/latch/cluster/clustertest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 // testPKI writes a CA and a certificate for 127.0.0.1 signed by it (usable as server and
@@ -36,7 +40,7 @@ func TestClientPortTLS(t *testing.T) {
 	if code, out := run(t, nil, "acquire", srv, "--wait", "1s", "--tls-ca", ca, "--tls-server-name", "not-a", "tls/misnamed"); code == 0 {
 		t.Fatalf("a certificate not naming --tls-server-name was accepted: %q", out)
 	}
-	for _, bad := range [][]string{{"--tls-cert", cert}, {"--tls-ca", ca}, {"--tls-cert", cert, "--tls-key", ca}} {
+	for _, bad := range [][]string{{"--tls-cert", cert}, {"--tls-ca", ca}, {"--tls-cert", cert, "--tls-key", ca}, {"--http-tls"}} {
 		args := append([]string{"server", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, bad...)
 		if code, out := run(t, nil, args...); code == 0 || !strings.Contains(out, "--tls") {
 			t.Errorf("latch server %v: exit %d, %q; want a refusal naming the TLS flags", bad, code, out)
@@ -59,5 +63,76 @@ func TestClusterOverMutualTLS(t *testing.T) {
 	}
 	if !strings.Contains(tc.procs[l].stderr.String(), `"peer_mtls":true`) {
 		t.Fatal("the leader did not report mutual TLS between peers")
+	}
+}
+
+// TestClusterAdminOverHTTPS: with --http-tls and --tls-ca (and no secret), --http speaks only
+// TLS, reads need no client certificate, changes need one the cluster CA signed, and a node
+// joins through an https:// --join with its own certificate as its credential.
+func TestClusterAdminOverHTTPS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four processes; skipped with -short")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	ca, cert, key := testPKI(t, dir, "cluster")
+	_, otherCert, otherKey := testPKI(t, dir, "other")
+	tlsArgs := []string{"--tls-cert", cert, "--tls-key", key, "--tls-ca", ca, "--http-tls"}
+	tc := startTestCluster(t, 3, tlsArgs...)
+	l := tc.leader()
+	f := (l + 1) % 3
+	https := tc.procs[f].http
+	if !strings.HasPrefix(https, "https://") {
+		t.Fatalf("a node with --http-tls logged its --http as %q", https)
+	}
+	plain := strings.TrimPrefix(https, "https://")
+
+	if code, out := run(t, nil, "status", "--http", https, "--tls-ca", ca); code != 0 || !strings.Contains(out, "role") {
+		t.Fatalf("latch status over HTTPS: exit %d, %q", code, out)
+	}
+	if code, out := run(t, nil, "status", "--http", plain); code == 0 || !strings.Contains(out, "HTTPS") {
+		t.Fatalf("latch status over plain HTTP to a TLS port: exit %d, %q; want a refusal naming HTTPS", code, out)
+	}
+	if code, out := run(t, nil, "status", "--http", https); code == 0 || !strings.Contains(out, "certificate") {
+		t.Fatalf("latch status without --tls-ca (the system's roots do not know the test CA): exit %d, %q", code, out)
+	}
+
+	backup := filepath.Join(dir, "backup.snap")
+	if code, out := run(t, nil, "snapshot", "save", "--http", https, "--tls-ca", ca, backup); code == 0 ||
+		!strings.Contains(out, "401") || !strings.Contains(out, "client certificate") {
+		t.Fatalf("snapshot save without a secret or a client certificate: exit %d, %q; want 401 naming the client certificate", code, out)
+	}
+	if code, out := run(t, nil, "snapshot", "save", "--http", https, "--tls-ca", ca, "--tls-cert", otherCert, "--tls-key", otherKey, backup); code == 0 {
+		t.Fatalf("snapshot save with a certificate of another CA: exit 0, %q", out)
+	}
+	if _, err := os.Stat(backup); err == nil {
+		t.Fatal("a refused backup left a file")
+	}
+	if code, out := run(t, nil, "snapshot", "save", "--http", https, "--tls-ca", ca, "--tls-cert", cert, "--tls-key", key, backup); code != 0 {
+		t.Fatalf("snapshot save with a client certificate of the cluster CA: exit %d, %q", code, out)
+	}
+	if code, out := run(t, nil, "peers", "remove", "--http", https, "--tls-ca", ca, "--id", "nobody"); code == 0 || !strings.Contains(out, "401") {
+		t.Fatalf("peers remove without a credential: exit %d, %q", code, out)
+	}
+
+	// A fourth node joins through the follower's https:// --http: no secret, so its own
+	// certificate is what authorizes the change.
+	n4 := freePorts(t, 1)[0]
+	p4 := startServer(t, nil, append([]string{"--mode", "cluster", "--id", "n4", "--data-dir", filepath.Join(tc.dataDir, "n4"),
+		"--raft-addr", n4, "--join", https}, tlsArgs...)...)
+	tc.procs = append(tc.procs, p4)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, out := run(t, nil, "peers", "list", "--http", https, "--tls-ca", ca)
+		if strings.Contains(out, "n4") && strings.Count(out, " voter") == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n4 not a voter 30 s after it started with --join %s:\n%s", https, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code, out := run(t, nil, "acquire", "--servers="+p4.listen, "--tls-ca", ca, "--json", "https/joined"); code != 0 || !strings.Contains(out, `"token":`) {
+		t.Fatalf("acquire through the joined node: exit %d, %q", code, out)
 	}
 }
