@@ -70,6 +70,10 @@ func (n *Node) Acquire(c *Conn, owner uint64, key []byte, wait uint8, lease uint
 
 // enqueue queues op behind ks's holder, or answers T when it cannot wait.
 func (n *Node) enqueue(ks *keyState, op acqOp, now int64) {
+	if n.draining { // proposed before Drain, answered after: never granted, so it may go elsewhere
+		n.fail(op.c, op.owner, wire.ReasonUnavailable)
+		return
+	}
 	left := time.Duration(op.readAt + int64(op.wait)*int64(time.Second) - now)
 	if op.wait == 0 || left <= 0 {
 		n.m.acqTimeout.Inc()
@@ -151,8 +155,10 @@ func (n *Node) acquired(key []byte, op acqOp, r fsm.Result, err error, now int64
 		}
 		if op.c.gone {
 			// Its connection closed while the grant was in the log: nobody will release it.
-			if ks := n.keys[r.Key]; current && ks != nil {
-				n.free(ks, key, relOp{token: r.Token, epoch: op.epoch}, now)
+			// When the view holds that grant (tracked just now, or rebuilt from the log by a
+			// newer Lead) it is freed through the view, in this epoch, so the view follows.
+			if ks := n.keys[r.Key]; ks != nil && fsm.Token(ks.item.Token) == r.Token && !ks.freeing {
+				n.free(ks, key, relOp{token: r.Token, epoch: n.epoch}, now)
 			} else {
 				n.proposeRelease(key, relOp{token: r.Token, epoch: op.epoch}, now)
 			}
@@ -176,6 +182,9 @@ func (n *Node) acquired(key []byte, op acqOp, r fsm.Result, err error, now int64
 				n.retire(w, false)
 			}
 			n.fail(op.c, op.owner, wire.ReasonUnavailable)
+		case w != nil && n.draining:
+			n.retire(w, false)
+			n.fail(w.c, w.owner, wire.ReasonUnavailable)
 		case w != nil:
 			// The release or expiry in front of it did not free the key: back to the head.
 			if w.c.gone || now >= w.deadline {
@@ -327,6 +336,8 @@ func (n *Node) proposeRelease(key []byte, op relOp, now int64) {
 
 func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64) {
 	var resp wire.Response
+	ks := n.keys[string(key)]
+	mine := ks != nil && op.epoch == n.epoch && fsm.Token(ks.item.Token) == op.token
 	switch {
 	case err != nil:
 		reason := wire.ReasonUnavailable
@@ -335,24 +346,53 @@ func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64
 		}
 		n.m.FrameError(reason)
 		resp = wire.Response{Op: wire.OpError, Owner: op.owner, Reason: reason}
+		if mine && ks.freeing {
+			// Not released, or not known to be: the holder keeps its lease in the view, and
+			// its expiry (which the sweep skipped while the release was out) is armed again.
+			// If the release did apply, that expiry comes back stale and resyncs the view.
+			ks.freeing = false
+			if !ks.item.Queued() {
+				n.heap.Push(&ks.item)
+			}
+		}
 	case r.Kind == fsm.Released:
 		n.m.relReleased.Inc()
 		if op.c != nil && !op.c.gone {
 			op.c.out.Reply(wire.Response{Op: wire.OpRelease, Owner: op.owner}) // before the next holder's A
 		}
-		if ks := n.keys[string(key)]; ks != nil && op.epoch == n.epoch && fsm.Token(ks.item.Token) == op.token {
+		if mine {
 			n.freed(ks, now)
 		}
 		return
 	default:
 		n.m.relNotHeld.Inc()
 		resp = wire.Response{Op: wire.OpNotHeld, Owner: op.owner}
-		if ks := n.keys[string(key)]; ks != nil && op.epoch == n.epoch && fsm.Token(ks.item.Token) == op.token {
-			ks.freeing = false // an expiry got there first; its result frees the key
+		if mine {
+			// The log says the view's holder does not hold the key: the view missed a change
+			// (an earlier release whose outcome was unknown here, say). The log is right.
+			n.resync(ks, r.Holder, now)
 		}
 	}
 	if op.c != nil && !op.c.gone {
 		op.c.out.Reply(resp)
+	}
+}
+
+// resync corrects ks after the log answered that the view's holder does not hold the key. h is
+// the holder the log has: none frees the key (and lines up the next waiter); another is
+// tracked with its lease restarted in full, as adopt does, so no lease ends early.
+func (n *Node) resync(ks *keyState, h fsm.Holder, now int64) {
+	n.log.Warn("lock view corrected from the log", "key", ks.item.Key, "view_token", ks.item.Token, "log_token", uint64(h.Token))
+	if h.Token == 0 {
+		n.freed(ks, now)
+		return
+	}
+	n.heap.Remove(&ks.item)
+	ks.item.Token, ks.freeing = uint64(h.Token), false
+	ks.item.Deadline = now + int64(h.Lease)*int64(time.Second)
+	n.heap.Push(&ks.item)
+	if h.Token > n.last {
+		n.last = h.Token
 	}
 }
 

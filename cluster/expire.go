@@ -95,6 +95,9 @@ func (n *Node) expired(key string, tok fsm.Token, epoch uint64, r fsm.Result, er
 		if mine {
 			n.freed(ks, now)
 		}
-	default: // stale: a release got there first and its result frees the key
+	case mine:
+		// Stale for the view's own holder: no release of it is out (freeing kept them apart),
+		// so the view missed a change; the log is right.
+		n.resync(ks, r.Holder, now)
 	}
 }
