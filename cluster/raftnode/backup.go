@@ -102,7 +102,12 @@ func (n *Node) Restore(ctx context.Context, data []byte, floor uint64) (Restored
 		n.log.Info("restore: done", "leading", back, "error", err)
 	}()
 
-	// Everything already proposed is applied (or failed) before the counter is read.
+	// Everything already proposed is applied (or failed) before the counter is read: an entry
+	// the proposer packed before it saw leading cleared is in raft once applyMu is free, so
+	// the Barrier comes after it.
+	n.applyMu.Lock()
+	//lint:ignore SA2001 the empty critical section waits for the proposer to hand its entry to raft
+	n.applyMu.Unlock()
 	if err = n.wait(n.raft.Barrier(n.cfg.ApplyTimeout), ctx.Done(), n.cfg.ApplyTimeout); err != nil {
 		if err == errStopped {
 			err = ctx.Err()

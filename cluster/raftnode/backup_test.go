@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/latchd/latch/fsm"
 )
@@ -115,5 +117,60 @@ func TestRestoreNeverLowersCounter(t *testing.T) {
 	c.converged(map[string]fsm.Token{}, last)
 	if tok := grant(t, l.n, "k0"); tok != last+1 {
 		t.Fatalf("grant after restoring an older backup = %d, want %d", tok, last+1)
+	}
+}
+
+// An acquire the proposer packed just before a restore cleared leading (its leadership check
+// passed, raft.Apply not yet called) is in raft before the restore's Barrier: the restore
+// waits for it, its token counts in the floor, and no later grant repeats it.
+func TestRestoreWaitsForAPackedEntry(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	l := c.leader()
+	var empty bytes.Buffer
+	if _, err := l.n.Backup(context.Background(), &empty); err != nil {
+		t.Fatal(err)
+	}
+	grant(t, l.n, "before")
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	var armed atomic.Bool
+	armed.Store(true)
+	testHookBeforeApply = func() {
+		if armed.CompareAndSwap(true, false) {
+			close(entered)
+			<-release
+		}
+	}
+	t.Cleanup(func() { testHookBeforeApply = nil })
+	packed := make(chan outcome, 1)
+	l.n.Submit(acquire("packed"), func(r fsm.Result, err error) { packed <- outcome{r, err} })
+	<-entered
+
+	restored := make(chan error, 1)
+	var res Restored
+	go func() {
+		var err error
+		res, err = l.n.Restore(context.Background(), empty.Bytes(), 0)
+		restored <- err
+	}()
+	select {
+	case err := <-restored:
+		close(release)
+		t.Fatalf("the restore finished (%v) while an entry it must wait for was still outside raft", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	close(release)
+	if err := <-restored; err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	o := <-packed
+	if o.err != nil || o.res.Kind != fsm.Granted {
+		t.Fatalf("the packed acquire: %+v, %v; want it granted before the restore", o.res, o.err)
+	}
+	if res.Floor < uint64(o.res.Token) {
+		t.Fatalf("restore floor %d is below token %d, granted before it", res.Floor, o.res.Token)
+	}
+	if next := grant(t, l.n, "after"); next <= o.res.Token {
+		t.Fatalf("grant after the restore = %d, not above %d granted before it", next, o.res.Token)
 	}
 }

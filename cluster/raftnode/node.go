@@ -33,12 +33,16 @@ type Node struct {
 
 	// Leadership (leader.go). leading is true from just before OnLeader until just
 	// before OnFollower; leadMu orders its changes with the stop of the leader loop.
-	notifyCh    chan bool
-	leadMu      sync.Mutex
-	leading     atomic.Bool
-	leadStop    <-chan struct{} // the running leader loop's stop; guarded by leadMu
-	cbMu        sync.Mutex      // serializes OnLeader and OnFollower (leader.go)
-	restoreMu   sync.Mutex      // one Restore at a time (backup.go)
+	notifyCh  chan bool
+	leadMu    sync.Mutex
+	leading   atomic.Bool
+	leadStop  <-chan struct{} // the running leader loop's stop; guarded by leadMu
+	cbMu      sync.Mutex      // serializes OnLeader and OnFollower (leader.go)
+	restoreMu sync.Mutex      // one Restore at a time (backup.go)
+	// applyMu is held by the proposer from its leadership check until raft has taken the
+	// entry (Apply returned), so that Restore, once it has cleared leading and taken applyMu,
+	// knows every entry it must wait for is ahead of its Barrier.
+	applyMu     sync.Mutex
 	stopMonitor chan struct{}
 	monitorDone chan struct{}
 

@@ -232,6 +232,7 @@ func (n *Node) propose() {
 		n.q.mu.Unlock()
 
 		e := &entry{props: props, slot: true}
+		n.applyMu.Lock()
 		switch {
 		case n.closing.Load():
 			e.preErr = notApplied(ErrShutdown)
@@ -250,6 +251,9 @@ func (n *Node) propose() {
 				e.preErr = notApplied(err)
 				break
 			}
+			if testHookBeforeApply != nil {
+				testHookBeforeApply()
+			}
 			f := n.raft.Apply(data, n.cfg.ApplyTimeout)
 			e.deadline = time.Now().Add(n.cfg.ApplyTimeout)
 			e.done = make(chan struct{})
@@ -257,9 +261,14 @@ func (n *Node) propose() {
 			n.entries.Add(1)
 			n.commands.Add(uint64(len(props)))
 		}
+		n.applyMu.Unlock()
 		n.inflight <- e
 	}
 }
+
+// testHookBeforeApply, when set by a test, runs in the proposer between its leadership check
+// and raft.Apply.
+var testHookBeforeApply func()
 
 // packLen returns how many of the queued commands go into the next entry: whole groups,
 // at most max commands (a group never exceeds max: SubmitGroup rejects larger ones).
