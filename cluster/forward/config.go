@@ -34,7 +34,8 @@ type Config struct {
 	// AnswerTimeout is how long past its wait a written request may go without an answer.
 	// Then the connection is taken for lost: it is closed and every request in flight on it
 	// is answered E indeterminate. Keep it above the leader's own bound on a commit, so that
-	// a slow leader's honest answer comes first.
+	// a slow leader's honest answer comes first: raftnode's ApplyTimeout bounds the enqueue
+	// and, separately, the commit (2 x 10 s by default), so the default is 25 s.
 	AnswerTimeout time.Duration
 	// Now is the clock that stamped the readAt of each request (the follower node's Now). It
 	// measures the wait left and the unsent deadlines. Nil: time.Now.
@@ -50,7 +51,7 @@ func DefaultConfig() Config {
 		RedialDelay:   200 * time.Millisecond,
 		MaxQueued:     16384,
 		UnsentTimeout: 5 * time.Second,
-		AnswerTimeout: 15 * time.Second,
+		AnswerTimeout: 25 * time.Second,
 	}
 }
 
