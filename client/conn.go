@@ -83,11 +83,9 @@ func (cn *conn) writeLoop() {
 			return
 		case <-cn.wake:
 		}
-		if cn.pingDue.Swap(false) && !cn.sendPing() {
-			return
-		}
-		cn.turn.Lock()
-		ok := cn.drain()
+		cn.turn.Lock() // the ping shares the write buffer with the inline path
+		ok := !cn.pingDue.Swap(false) || cn.sendPing()
+		ok = ok && cn.drain()
 		cn.turn.Unlock()
 		if !ok {
 			return
@@ -140,7 +138,13 @@ func (cn *conn) write(batch []*call) bool {
 		buf = wire.AppendRequest(buf, c.frame())
 	}
 	cn.wbuf, cn.starts = buf, starts
-	cn.nc.SetWriteDeadline(time.Now().Add(writeStallTimeout))
+	// A write that blocks (the peer reads nothing) ends by the first answer deadline in the
+	// batch, as that call's timer would end it (closing the connection), or at the stall bound.
+	left := writeStallTimeout
+	for _, c := range batch {
+		left = min(left, c.answerBy.Sub(c.writtenAt))
+	}
+	cn.nc.SetWriteDeadline(time.Now().Add(left))
 	n, err := cn.nc.Write(buf)
 
 	cn.mu.Lock()
@@ -295,7 +299,8 @@ func (cn *conn) armPing() {
 	})
 }
 
-// sendPing writes a health ping on this connection (from the writer goroutine).
+// sendPing writes a health ping on this connection (from the writer goroutine). cn.turn is
+// held.
 func (cn *conn) sendPing() bool {
 	cl := cn.cl
 	cn.mu.Lock()

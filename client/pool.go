@@ -127,8 +127,11 @@ func (cl *Client) dialFailed(srv int, err error) {
 	for _, s := range cl.servers {
 		down = down && s.authErr
 	}
+	// Set under pmu, which connected holds when it clears the flag: a connection made in
+	// between can never be followed by a stale "every server refused".
+	was := down && cl.authDown.Swap(true)
 	cl.pmu.Unlock()
-	if !down || cl.authDown.Swap(true) {
+	if !down || was {
 		return
 	}
 	q := cl.q

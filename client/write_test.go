@@ -1,0 +1,184 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/wire"
+)
+
+// overlapConn records whether two Writes were ever in progress at once, and slows the first
+// health ping's Write down so that an inline write would overlap it if it could.
+type overlapConn struct {
+	net.Conn
+	inWrite     atomic.Int32
+	overlapped  atomic.Bool
+	pinged      atomic.Bool
+	pingEntered chan struct{}
+}
+
+func (o *overlapConn) Write(p []byte) (int, error) {
+	if o.inWrite.Add(1) > 1 {
+		o.overlapped.Store(true)
+	}
+	defer o.inWrite.Add(-1)
+	if len(p) > 0 && p[0] == byte(wire.OpPing) && o.pinged.CompareAndSwap(false, true) {
+		close(o.pingEntered)
+		time.Sleep(200 * time.Millisecond)
+	}
+	return o.Conn.Write(p)
+}
+
+// A health ping and a caller's inline write share the connection's write buffer: they take
+// turns, so a release written while a ping is being written reaches the server intact (it
+// once merged with the ping into one frame with a garbage token, answered N).
+func TestPingNeverOverlapsAnInlineWrite(t *testing.T) {
+	clk := newFakeClock()
+	fs := newFakeServer(t)
+	oc := &overlapConn{pingEntered: make(chan struct{})}
+	dial := func(ctx context.Context, addr string) (net.Conn, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		oc.Conn = nc
+		return oc, nil
+	}
+	cl, err := newClient(Config{Servers: []string{fs.addr}, Conns: 1, Clock: clk, PingInterval: 10 * time.Second, FirstOwner: 200}, dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	fc := fs.next(t)
+	start := clk.Now()
+	eventually(t, bound, "ping timer", func() bool { return clk.hasTimerAt(start.Add(10 * time.Second)) })
+	clk.Advance(10 * time.Second)
+	<-oc.pingEntered
+	res := make(chan error, 1)
+	go func() { res <- cl.Release(context.Background(), "jobs/nightly", 5) }()
+
+	ping := fc.expect(t, wire.OpPing)
+	rel := fc.expect(t, wire.OpRelease)
+	if rel.Token != 5 || string(rel.Key) != "jobs/nightly" {
+		t.Fatalf("the server read release token %d key %q, want 5 %q", rel.Token, rel.Key, "jobs/nightly")
+	}
+	fc.send(t, wire.Response{Op: wire.OpPing, Owner: ping.Owner}, wire.Response{Op: wire.OpRelease, Owner: rel.Owner})
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatalf("Release = %v, want nil", err)
+		}
+	case <-time.After(bound):
+		t.Fatal("Release did not return")
+	}
+	if oc.overlapped.Load() {
+		t.Fatal("two writes were in progress on one connection at once")
+	}
+}
+
+// stallConn accepts the hello, then blocks every Write like a full socket buffer: until the
+// write deadline or Close. It records how far ahead the deadline of a blocked write was.
+type stallConn struct {
+	net.Conn
+	writes    atomic.Int32
+	closeOnce sync.Once
+	closed    chan struct{}
+	deadline  atomic.Int64 // unix ns of the last SetWriteDeadline
+	ahead     atomic.Int64 // the deadline minus the time the first blocked Write began
+}
+
+func (s *stallConn) SetWriteDeadline(t time.Time) error {
+	s.deadline.Store(t.UnixNano())
+	return s.Conn.SetWriteDeadline(t)
+}
+
+func (s *stallConn) Close() error {
+	s.closeOnce.Do(func() { close(s.closed) })
+	return s.Conn.Close()
+}
+
+func (s *stallConn) Write(p []byte) (int, error) {
+	if s.writes.Add(1) == 1 {
+		return s.Conn.Write(p)
+	}
+	for {
+		dl := time.Unix(0, s.deadline.Load())
+		s.ahead.CompareAndSwap(0, int64(time.Until(dl)))
+		select {
+		case <-s.closed:
+			return 0, net.ErrClosed
+		case <-time.After(min(time.Until(dl), 50*time.Millisecond)):
+			if !time.Now().Before(time.Unix(0, s.deadline.Load())) {
+				return 0, &net.OpError{Op: "write", Err: errors.New("i/o timeout (stalled peer)")}
+			}
+		}
+	}
+}
+
+func stalledClient(t *testing.T) (*Client, *stallConn) {
+	t.Helper()
+	fs := newFakeServer(t)
+	sc := &stallConn{closed: make(chan struct{})}
+	var dials atomic.Int32
+	dial := func(ctx context.Context, addr string) (net.Conn, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil || dials.Add(1) > 1 {
+			return nc, err
+		}
+		sc.Conn = nc
+		return sc, nil
+	}
+	cl, err := newClient(Config{Servers: []string{fs.addr}, Conns: 1}, dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	fs.next(t)
+	eventually(t, bound, "the connection registered and idle (its writer waiting)", func() bool {
+		cl.q.mu.Lock()
+		defer cl.q.mu.Unlock()
+		cn := cl.q.idleLocked()
+		if cn != nil {
+			cn.turn.Unlock()
+		}
+		return cn != nil
+	})
+	return cl, sc
+}
+
+// A caller's own (inline) write that blocks is bounded by the call's answer deadline, as its
+// timer would bound it once running, not only by the 5 s write-stall bound.
+func TestBlockedInlineWriteEndsByTheAnswerDeadline(t *testing.T) {
+	cl, sc := stalledClient(t)
+	_, err := cl.Acquire(context.Background(), "stall", 0, AcquireOptions{Wait: time.Second})
+	if err == nil {
+		t.Fatal("an acquire whose write never went out returned a ticket")
+	}
+	// wait 1 s stamped plus ReplyGrace: the write may block until then, not 5 s.
+	if ahead := time.Duration(sc.ahead.Load()); ahead <= 0 || ahead > time.Second+ReplyGrace+100*time.Millisecond {
+		t.Fatalf("the blocked write's deadline was %v ahead, want at most the answer bound %v", ahead, time.Second+ReplyGrace)
+	}
+}
+
+// A caller that cancels its context while its inline write is blocked gets its answer at
+// once (the write ends, nothing was sent: ErrCanceled), not after the write-stall bound.
+func TestCanceledInlineWriteEndsAtOnce(t *testing.T) {
+	cl, _ := stalledClient(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := cl.Acquire(ctx, "stall", 0, AcquireOptions{Wait: 30 * time.Second})
+	if !errors.Is(err, ErrCanceled) {
+		t.Fatalf("Acquire = %v, want ErrCanceled (nothing was written)", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("Acquire returned %v after its context was canceled at 200ms; the stalled write was not ended", d)
+	}
+}
