@@ -165,8 +165,12 @@ func servicePort(t *testing.T, svc *corev1.Service, name string) corev1.ServiceP
 	return corev1.ServicePort{}
 }
 
-// flags parses latch's "VERB --flag value ..." args into the verb and a map, failing t on a
-// repeated flag or a stray word (every flag the pods use takes a value).
+// boolFlags are the server's boolean flags: given alone, they take no value.
+var boolFlags = map[string]bool{"http-tls": true, "bootstrap": true, "insecure": true, "pprof": true}
+
+// flags parses latch's "VERB --flag value ..." args into the verb and a map (a boolean flag,
+// given alone, maps to "true"), failing t on a repeated flag, a stray word, a flag without
+// its value or a boolean flag with one (urfave/cli would take it for a positional arg).
 func flags(t *testing.T, args []string) (string, map[string]string) {
 	t.Helper()
 	if len(args) == 0 {
@@ -179,16 +183,36 @@ func flags(t *testing.T, args []string) (string, map[string]string) {
 		if !ok || name == "" || strings.Contains(name, "=") {
 			t.Fatalf("args %q: %q is not a --flag", args, rest[0])
 		}
-		if len(rest) < 2 || strings.HasPrefix(rest[1], "--") {
-			t.Fatalf("args %q: --%s has no value", args, name)
-		}
 		if _, dup := out[name]; dup {
 			t.Fatalf("args %q: --%s twice", args, name)
+		}
+		if boolFlags[name] {
+			out[name] = "true"
+			rest = rest[1:]
+			continue
+		}
+		if len(rest) < 2 || strings.HasPrefix(rest[1], "--") {
+			t.Fatalf("args %q: --%s has no value", args, name)
 		}
 		out[name] = rest[1]
 		rest = rest[2:]
 	}
 	return args[0], out
+}
+
+// joinAddr splits a --join value, host:port (plain HTTP) or https://host:port, into its
+// scheme ("http" for the bare form), host and port, failing t on any other form.
+func joinAddr(t *testing.T, v string) (scheme, host string, port int) {
+	t.Helper()
+	scheme, rest := "http", v
+	if r, ok := strings.CutPrefix(v, "https://"); ok {
+		scheme, rest = "https", r
+	}
+	if strings.Contains(rest, "/") {
+		t.Fatalf("--join %q: want host:port or https://host:port, no other scheme or path", v)
+	}
+	host, port = hostPort(t, "join", rest)
+	return scheme, host, port
 }
 
 // hostPort splits a host:port flag value, failing t on a bad one.

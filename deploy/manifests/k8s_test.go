@@ -24,18 +24,34 @@ var specArgs = []string{
 	"--secret-file", "/etc/latch/secret/secret", "--log-format", "json",
 }
 
+// joinIndex is where specArgs hold the value of --join: the tls component replaces it there.
+const joinIndex = 18
+
+// tlsArgs are the pod args with the tls component: specArgs with --join https://latch:7402
+// (in place), then its TLS files and --http-tls.
+var tlsArgs = func() []string {
+	a := append([]string{}, specArgs...)
+	if a[joinIndex-1] != "--join" || a[joinIndex] != "latch:7402" {
+		panic("specArgs: --join latch:7402 moved; update joinIndex (and the tls component's patch)")
+	}
+	a[joinIndex] = "https://latch:7402"
+	return append(a, "--tls-cert", "/etc/latch/tls/tls.crt", "--tls-key", "/etc/latch/tls/tls.key",
+		"--tls-ca", "/etc/latch/tls/ca.crt", "--http-tls")
+}()
+
 // TestClusters checks every kustomization that deploys a latch cluster for what its pods need
 // to form, join and serve a cluster.
 func TestClusters(t *testing.T) {
 	for _, tc := range []struct {
 		dir      string
 		replicas int
-		extra    []string // args after the spec's
+		args     []string
+		httpTLS  bool // --http port on TLS: HTTPS probes and scrapes, an https:// --join
 	}{
-		{baseDir, 3, nil},
-		{threeDir, 3, nil},
-		{fiveDir, 5, nil},
-		{tlsDir, 3, []string{"--tls-cert", "/etc/latch/tls/tls.crt", "--tls-key", "/etc/latch/tls/tls.key", "--tls-ca", "/etc/latch/tls/ca.crt"}},
+		{baseDir, 3, specArgs, false},
+		{threeDir, 3, specArgs, false},
+		{fiveDir, 5, specArgs, false},
+		{tlsDir, 3, tlsArgs, true},
 	} {
 		t.Run(path.Base(tc.dir), func(t *testing.T) {
 			c := render(t, tc.dir)
@@ -46,13 +62,13 @@ func TestClusters(t *testing.T) {
 				t.Errorf("replicas %d, want %d", got, tc.replicas)
 			}
 			ct := c.latchContainer(t)
-			if want := append(append([]string{}, specArgs...), tc.extra...); !reflect.DeepEqual(ct.Args, want) {
-				t.Errorf("args\n got %q\nwant %q", ct.Args, want)
+			if !reflect.DeepEqual(ct.Args, tc.args) {
+				t.Errorf("args\n got %q\nwant %q", ct.Args, tc.args)
 			}
 			checkStatefulSet(t, c)
 			checkServices(t, c)
-			checkArgs(t, c)
-			checkPod(t, c)
+			checkArgs(t, c, tc.httpTLS)
+			checkPod(t, c, tc.httpTLS)
 			checkPDB(t, c)
 			for _, o := range c.objects {
 				if o.Kind == "Secret" {
@@ -141,12 +157,25 @@ func checkServices(t *testing.T, c *cluster) {
 
 var varRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 
-func checkArgs(t *testing.T, c *cluster) {
+// checkArgs checks the pod args; httpTLS: the --http port serves TLS (the tls component).
+func checkArgs(t *testing.T, c *cluster, httpTLS bool) {
 	t.Helper()
 	ct := c.latchContainer(t)
 	verb, f := flags(t, ct.Args)
 	if verb != "server" || f["mode"] != "cluster" {
 		t.Errorf("args start %s --mode %s, want server --mode cluster", verb, f["mode"])
+	}
+	// --http-tls serves the node's certificate, and verifies client certificates (and an
+	// https:// --join's server) against the cluster CA.
+	if got := f["http-tls"] == "true"; got != httpTLS {
+		t.Errorf("--http-tls given: %v, want %v", got, httpTLS)
+	}
+	if httpTLS {
+		for _, flag := range []string{"tls-cert", "tls-key", "tls-ca"} {
+			if f[flag] == "" {
+				t.Errorf("--http-tls without --%s", flag)
+			}
+		}
 	}
 	// Every $(VAR) must be an env var of the container, or the kubelet leaves it as written.
 	env := map[string]corev1.EnvVar{}
@@ -206,10 +235,15 @@ func checkArgs(t *testing.T, c *cluster) {
 		}
 	}
 
-	// Joining nodes ask the client Service's HTTP port.
+	// Joining nodes ask the client Service's http port, over TLS when it serves TLS: a plain
+	// request to a TLS port gets 400, and a join never succeeds.
 	client := c.services["latch"]
-	if h, p := hostPort(t, "join", f["join"]); client == nil || h != client.Name || p != int(servicePort(t, client, "http").Port) {
+	scheme, h, p := joinAddr(t, f["join"])
+	if client == nil || h != client.Name || p != int(servicePort(t, client, "http").Port) {
 		t.Errorf("--join %s: want the client Service latch and its http port", f["join"])
+	}
+	if want := map[bool]string{false: "http", true: "https"}[httpTLS]; scheme != want {
+		t.Errorf("--join %s: scheme %s, want %s (--http-tls %v)", f["join"], scheme, want, httpTLS)
 	}
 
 	// --data-dir is the persistent volume; --secret-file a key of the mounted Secret.
@@ -264,11 +298,17 @@ func checkSecretFile(t *testing.T, c *cluster, flag, file, secret, key string) {
 	}
 }
 
-func checkPod(t *testing.T, c *cluster) {
+// checkPod checks the pod template; httpTLS: the --http port serves TLS (the tls component),
+// so the probes and the scrape use HTTPS.
+func checkPod(t *testing.T, c *cluster, httpTLS bool) {
 	t.Helper()
 	ps := c.sts.Spec.Template.Spec
 	ct := c.latchContainer(t)
 	httpPort := namedPort(t, ct, "http")
+	scheme := corev1.URISchemeHTTP
+	if httpTLS {
+		scheme = corev1.URISchemeHTTPS
+	}
 
 	if !strings.HasPrefix(ct.Image, latchImage+":") {
 		t.Errorf("image %s, want %s:TAG", ct.Image, latchImage)
@@ -283,8 +323,12 @@ func checkPod(t *testing.T, c *cluster) {
 			continue
 		}
 		g := p.pr.HTTPGet
-		if g.Path != p.path || containerPort(t, ct, g.Port) != httpPort || (g.Scheme != "" && g.Scheme != corev1.URISchemeHTTP) {
-			t.Errorf("%s %s %s on %s, want HTTP %s on the http port", p.name, g.Scheme, g.Path, g.Port.String(), p.path)
+		got := g.Scheme
+		if got == "" {
+			got = corev1.URISchemeHTTP // the API's default
+		}
+		if g.Path != p.path || containerPort(t, ct, g.Port) != httpPort || got != scheme {
+			t.Errorf("%s %s %s on %s, want %s %s on the http port", p.name, got, g.Path, g.Port.String(), scheme, p.path)
 		}
 	}
 	if ct.LivenessProbe != nil && (ct.LivenessProbe.PeriodSeconds != 10 || ct.LivenessProbe.FailureThreshold != 6) {
@@ -297,6 +341,11 @@ func checkPod(t *testing.T, c *cluster) {
 	a := c.sts.Spec.Template.Annotations
 	if a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != strconv.Itoa(httpPort) || a["prometheus.io/path"] != "/metrics" {
 		t.Errorf("prometheus annotations %v: want scrape true, port %d, path /metrics", a, httpPort)
+	}
+	// The usual kubernetes-pods scrape config takes __scheme__ from prometheus.io/scheme
+	// (default http).
+	if v, ok := a["prometheus.io/scheme"]; httpTLS && v != "https" || !httpTLS && ok {
+		t.Errorf("annotation prometheus.io/scheme %q (set: %v): want https with --http-tls, none without", v, ok)
 	}
 
 	// Non-root, read-only root filesystem, nothing extra.

@@ -17,7 +17,7 @@ func TestPodArgsAndReplicas(t *testing.T) {
 		{baseDir, 3, specArgs},
 		{threeDir, 3, specArgs},
 		{fiveDir, 5, specArgs},
-		{tlsDir, 3, append(slices.Clone(specArgs), "--tls-cert", "/etc/latch/tls/tls.crt", "--tls-key", "/etc/latch/tls/tls.key", "--tls-ca", "/etc/latch/tls/ca.crt")},
+		{tlsDir, 3, tlsArgs},
 	} {
 		args, err := manifests.PodArgs(tc.dir)
 		if err != nil || !slices.Equal(args, tc.args) {

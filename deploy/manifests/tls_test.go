@@ -53,28 +53,45 @@ type issuer struct {
 	} `json:"spec"`
 }
 
-// TestTLSComponent: the component's files are keys of the mounted Secret latch-tls, and it
-// composes with the five-node overlay as with the base.
-func TestTLSComponent(t *testing.T) {
-	// kustomize takes no absolute paths to kustomizations: name them from the temp dir.
-	dir := t.TempDir()
-	rel := func(p string) string {
-		t.Helper()
-		abs, err := filepath.Abs(p)
-		if err == nil {
-			p, err = filepath.Rel(dir, abs)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
+// relTo names the kustomization p relative to dir: kustomize takes no absolute paths to
+// kustomizations.
+func relTo(t *testing.T, dir, p string) string {
+	t.Helper()
+	abs, err := filepath.Abs(p)
+	if err == nil {
+		p, err = filepath.Rel(dir, abs)
 	}
-	comp, five := rel(tlsCompDir), rel(fiveDir)
-	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + five +
-		"\ncomponents:\n  - " + comp + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// writeKustomization writes dir/kustomization.yaml: resources, then components.
+func writeKustomization(t *testing.T, dir string, resources, components []string, extra string) {
+	t.Helper()
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
+	for _, r := range resources {
+		k += "  - " + relTo(t, dir, r) + "\n"
+	}
+	if len(components) > 0 {
+		k += "components:\n"
+		for _, c := range components {
+			k += "  - " + relTo(t, dir, c) + "\n"
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k+extra), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTLSComponent: the component's files are keys of the mounted Secret latch-tls; it turns
+// on --http-tls, so the pods --join https://latch:7402 (replacing the base's latch:7402 in
+// place, nothing else), and probe and get scraped over HTTPS; and it composes with the
+// five-node overlay as with the base.
+func TestTLSComponent(t *testing.T) {
+	dir := t.TempDir()
+	writeKustomization(t, dir, []string{fiveDir}, []string{tlsCompDir}, "")
 	for _, tc := range []struct {
 		dir      string
 		replicas int
@@ -84,15 +101,51 @@ func TestTLSComponent(t *testing.T) {
 			t.Errorf("%s: replicas %d, want %d", tc.dir, c.replicas(), tc.replicas)
 		}
 		ct := c.latchContainer(t)
-		if !slices.Equal(ct.Args[:len(specArgs)], specArgs) {
-			t.Errorf("%s: the component changed the spec's args: %q", tc.dir, ct.Args)
+		if !slices.Equal(ct.Args, tlsArgs) {
+			t.Errorf("%s: args\n got %q\nwant %q", tc.dir, ct.Args, tlsArgs)
+		}
+		if ct.Args[joinIndex-1] != "--join" || ct.Args[joinIndex] != "https://latch:7402" {
+			t.Errorf("%s: args %d, %d are %q %q, want --join https://latch:7402", tc.dir, joinIndex-1, joinIndex, ct.Args[joinIndex-1], ct.Args[joinIndex])
 		}
 		_, f := flags(t, ct.Args)
 		for flag, key := range map[string]string{"tls-cert": "tls.crt", "tls-key": "tls.key", "tls-ca": "ca.crt"} {
 			checkSecretFile(t, c, flag, f[flag], tlsSecret, key)
 		}
-		checkArgs(t, c)
-		checkPod(t, c)
+		checkArgs(t, c, true)
+		checkPod(t, c, true)
+	}
+}
+
+// TestTLSComponentJoinGuard: the component replaces --join's value by its index; over a base
+// whose args have moved, its JSON patch test ops fail the build instead of replacing
+// another arg.
+func TestTLSComponentJoinGuard(t *testing.T) {
+	root := t.TempDir()
+	moved := filepath.Join(root, "moved")
+	if err := os.Mkdir(moved, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeKustomization(t, moved, []string{baseDir}, nil, `patches:
+  - target:
+      kind: StatefulSet
+      name: latch
+    patch: |-
+      - op: add
+        path: /spec/template/spec/containers/0/args/1
+        value: --pprof
+`)
+	c := render(t, moved)
+	if args := c.latchContainer(t).Args; args[joinIndex] == "latch:7402" {
+		t.Fatalf("the moved base still has latch:7402 at %d: %q", joinIndex, args)
+	}
+	writeKustomization(t, root, []string{moved}, []string{tlsCompDir}, "")
+	objs, err := manifests.Render(root)
+	if err == nil {
+		args, _ := manifests.PodArgs(root)
+		t.Fatalf("the tls component over moved args rendered %d objects, args %q; want a failed build", len(objs), args)
+	}
+	if !strings.Contains(err.Error(), "/spec/template/spec/containers/0/args/") {
+		t.Errorf("the build fails, but not on the args' test op: %v", err)
 	}
 }
 
@@ -145,7 +198,8 @@ func TestCertManager(t *testing.T) {
 		}
 	}
 
-	// Names: every peer of the largest cluster as the peers dial it, and the client Service.
+	// Names: every peer of the largest cluster as the peers dial it, and the client Service
+	// as the TLS pods --join it (https://latch:7402: the certificate must name latch).
 	args, err := manifests.PodArgs(fiveDir)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +220,15 @@ func TestCertManager(t *testing.T) {
 		h, _ := hostPort(t, "initial-cluster", addr)
 		hosts = append(hosts, h)
 	}
-	join, _ := hostPort(t, "join", f["join"])
+	tlsPodArgs, err := manifests.PodArgs(tlsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tf := flags(t, tlsPodArgs)
+	scheme, join, _ := joinAddr(t, tf["join"])
+	if scheme != "https" || join != "latch" {
+		t.Errorf("the TLS pods --join %s, want https://latch:PORT", tf["join"])
+	}
 	hosts = append(hosts, join, join+"."+ns+".svc", join+"."+ns+".svc.cluster.local")
 	verifyNames(t, leaf, hosts)
 }

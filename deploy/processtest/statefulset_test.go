@@ -64,6 +64,12 @@ type statefulSet struct {
 	pods   map[int]*pod
 	mounts map[string]string // other mounted Secrets: mount path prefix -> a directory of this test
 	env    []string          // extra environment of the latch CLI
+	// probe gets the pods' http port (readiness, metrics) as the probes and Prometheus do:
+	// plain HTTP, or HTTPS trusting the test CA for pods with --http-tls (see useHTTPS).
+	probe struct {
+		scheme string
+		client *http.Client
+	}
 }
 
 type pod struct {
@@ -111,13 +117,21 @@ func (s *statefulSet) podArgs(i int) []string {
 				a = filepath.Join(dir, strings.TrimPrefix(a, mount+"/"))
 			}
 		}
+		// The client Service latch (--join latch:7402 or https://latch:7402).
+		scheme, rest, ok := strings.Cut(a, "://")
+		if !ok {
+			scheme, rest = "", a
+		}
 		switch {
 		case a == dataPath:
 			a = s.volume(i)
 		case a == secretPath:
 			a = s.secret
-		case strings.HasPrefix(a, "latch:"):
-			a = serviceIP + strings.TrimPrefix(a, "latch")
+		case strings.HasPrefix(rest, "latch:"):
+			a = serviceIP + strings.TrimPrefix(rest, "latch")
+			if scheme != "" {
+				a = scheme + "://" + a
+			}
 		}
 		out[j] = a
 	}
@@ -171,15 +185,25 @@ func (s *statefulSet) running() []int {
 	return out
 }
 
-// ready reports whether pod i's readiness probe (/readyz on its http port) passes.
-func ready(i int) bool {
-	c := &http.Client{Timeout: time.Second}
-	resp, err := c.Get("http://" + podIP(i) + ":7402/readyz")
+// get GETs path on pod i's http port, as a probe or Prometheus does, and returns the status
+// code and body.
+func (s *statefulSet) get(i int, path string) (int, []byte, error) {
+	s.mu.Lock()
+	scheme, c := s.probe.scheme, s.probe.client
+	s.mu.Unlock()
+	resp, err := c.Get(scheme + "://" + podIP(i) + ":7402" + path)
 	if err != nil {
-		return false
+		return 0, nil, err
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
+}
+
+// ready reports whether pod i's readiness probe (/readyz on its http port) passes.
+func (s *statefulSet) ready(i int) bool {
+	code, _, err := s.get(i, "/readyz")
+	return err == nil && code == http.StatusOK
 }
 
 func (s *statefulSet) waitFor(what string, cond func() bool) {
@@ -198,7 +222,7 @@ func (s *statefulSet) allReady() {
 	s.t.Helper()
 	s.waitFor(fmt.Sprintf("pods %v ready", s.running()), func() bool {
 		for _, i := range s.running() {
-			if !ready(i) {
+			if !s.ready(i) {
 				return false
 			}
 		}
@@ -209,11 +233,25 @@ func (s *statefulSet) allReady() {
 // latch runs the CLI, bounded, and returns its exit code and output.
 func (s *statefulSet) latch(args ...string) (int, string) {
 	s.t.Helper()
+	return s.latchEnv(nil, args...)
+}
+
+// latchEnv runs the CLI as latch does, with env on top of s.env: "NAME=VALUE" sets NAME,
+// "NAME" alone removes it (e.g. LATCH_SECRET_FILE: a call without --secret-file).
+func (s *statefulSet) latchEnv(env []string, args ...string) (int, string) {
+	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, latchBin, args...)
 	cmd.Env = append(os.Environ(), "LATCH_SECRET_FILE="+s.secret, "LATCH_SERVERS="+serviceIP+":7400", "LATCH_HTTP="+serviceIP+":7402")
 	cmd.Env = append(cmd.Env, s.env...)
+	for _, e := range env {
+		if strings.Contains(e, "=") {
+			cmd.Env = append(cmd.Env, e) // the last value of a name wins
+			continue
+		}
+		cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool { return strings.HasPrefix(kv, e+"=") })
+	}
 	t0 := time.Now()
 	out, err := cmd.CombinedOutput()
 	if d := time.Since(t0); d > time.Second {
@@ -288,7 +326,7 @@ func (s *statefulSet) service(port int) {
 				first := int(next.Add(1))
 				for k := range pods {
 					i := pods[(first+k)%len(pods)]
-					if !ready(i) {
+					if !s.ready(i) {
 						continue
 					}
 					b, err := net.DialTimeout("tcp", fmt.Sprintf("%s:%d", podIP(i), port), time.Second)
@@ -327,6 +365,7 @@ func newStatefulSetOf(t *testing.T, dir string) *statefulSet {
 	}
 	s := &statefulSet{t: t, args: args, root: t.TempDir(), secret: filepath.Join(t.TempDir(), "secret"), pods: map[int]*pod{},
 		mounts: map[string]string{}}
+	s.probe.scheme, s.probe.client = "http", &http.Client{Timeout: time.Second}
 	if err := os.WriteFile(s.secret, []byte("c2VjcmV0LWZvci10aGUtc3RhdGVmdWxzZXQtdGVzdC0wMTIzNDU2Nzg5\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -473,14 +512,8 @@ func TestStatefulSetLostQuorum(t *testing.T) {
 		last = s.acquire(k)
 	}
 	s.waitFor("latch-3 applied the grants", func() bool {
-		c := &http.Client{Timeout: time.Second}
-		resp, err := c.Get("http://" + podIP(3) + ":7402/metrics")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return strings.Contains(string(body), fmt.Sprintf("\nlatch_last_token %d\n", last))
+		code, body, err := s.get(3, "/metrics")
+		return err == nil && code == http.StatusOK && strings.Contains(string(body), fmt.Sprintf("\nlatch_last_token %d\n", last))
 	})
 
 	s.kill(s.running()...)
