@@ -105,7 +105,10 @@ func TestClientCertificates(t *testing.T) {
 		}
 		return r
 	}
-	plain := func() *http.Request { r, _ := http.NewRequest("POST", "http://127.0.0.1:7402/v1/peers", bytes.NewReader(body)); return r }
+	plain := func() *http.Request {
+		r, _ := http.NewRequest("POST", "http://127.0.0.1:7402/v1/peers", bytes.NewReader(body))
+		return r
+	}
 	for _, c := range []struct {
 		name string
 		v    *Verifier
