@@ -141,7 +141,7 @@ func (cl *Client) Acquire(ctx context.Context, key string, minWorkBudget time.Du
 		return nil, err
 	}
 	c.key, c.lease, c.wait0, c.bounded = r.key, r.lease, r.wait == 0, true
-	if err := cl.submit(ctx, c, false); err != nil {
+	if err := cl.submit(c, false); err != nil {
 		return nil, err
 	}
 	cl.await(ctx, c)
@@ -219,7 +219,7 @@ func (cl *Client) release(ctx context.Context, key string, token uint64, start t
 		return err
 	}
 	c.key, c.token = key, token
-	if err := cl.submit(ctx, c, internal); err != nil {
+	if err := cl.submit(c, internal); err != nil {
 		return err
 	}
 	cl.await(ctx, c)
@@ -250,7 +250,7 @@ func (cl *Client) Ping(ctx context.Context) error {
 		return err
 	}
 	c.bounded = true
-	if err := cl.submit(ctx, c, false); err != nil {
+	if err := cl.submit(c, false); err != nil {
 		return err
 	}
 	cl.await(ctx, c)

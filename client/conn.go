@@ -140,6 +140,9 @@ func (cn *conn) write(batch []*call) bool {
 	cn.wbuf, cn.starts = buf, starts
 	// A write that blocks (the peer reads nothing) ends by the first answer deadline in the
 	// batch, as that call's timer would end it (closing the connection), or at the stall bound.
+	// This also bounds an inline write, made on the caller's goroutine before its timer runs;
+	// a cancellation during such a write takes effect when the write ends (watching the
+	// context there would cost every acquire a registration, for a socket buffer that is full).
 	left := writeStallTimeout
 	for _, c := range batch {
 		left = min(left, c.answerBy.Sub(c.writtenAt))

@@ -52,6 +52,8 @@
 // about 2 s after its wait (less than 1 s of rounding plus ReplyGrace). For wait 0 there is
 // no grace: the 5 s is the whole bound. A context canceled (not a deadline) ends the call at
 // once: unsent, ErrCanceled; possibly sent, ErrIndeterminate and that connection is closed.
+// (One exception: while the caller's own goroutine is writing to a socket whose send buffer
+// is full, the cancellation waits for that write, which ends by the answer deadline above.)
 //
 // Delivery gate. An A answer becomes a Ticket only if the operation deadline has not passed
 // and the lease left, reckoned conservatively from the moment the frame was written

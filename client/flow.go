@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/latchd/latch/wire"
@@ -21,7 +20,7 @@ import (
 // the request then costs no hand-off to the writer goroutine. The write is the same code the
 // writer runs, under the same turn, so stamping, registration and the unsent/maybe-sent split
 // are unchanged; it only blocks when the socket does, which the write-stall bound limits.
-func (cl *Client) submit(ctx context.Context, c *call, internal bool) error {
+func (cl *Client) submit(c *call, internal bool) error {
 	q := cl.q
 	q.mu.Lock()
 	switch {
@@ -45,27 +44,7 @@ func (cl *Client) submit(ctx context.Context, c *call, internal bool) error {
 		return nil
 	}
 	q.mu.Unlock()
-	// The caller's timer only runs once submit returns; its deadline bounds a blocked write
-	// (see write). A cancellation ends a blocked write here, and the connection with it.
-	var ok bool
-	if ctx.Done() == nil {
-		ok = cn.drain()
-	} else {
-		var mu sync.Mutex
-		draining := true
-		stop := context.AfterFunc(ctx, func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if draining && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				cn.nc.SetWriteDeadline(time.Now())
-			}
-		})
-		ok = cn.drain()
-		stop()
-		mu.Lock()
-		draining = false // a cancellation from now on is the waiting caller's business
-		mu.Unlock()
-	}
+	ok := cn.drain()
 	cn.turn.Unlock()
 	if !ok || q.len() > 0 {
 		// The connection died or retired, or calls it may not send are left: let every
