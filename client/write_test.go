@@ -41,15 +41,7 @@ func TestPingNeverOverlapsAnInlineWrite(t *testing.T) {
 	clk := newFakeClock()
 	fs := newFakeServer(t)
 	oc := &overlapConn{pingEntered: make(chan struct{})}
-	dial := func(ctx context.Context, addr string) (net.Conn, error) {
-		var d net.Dialer
-		nc, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		oc.Conn = nc
-		return oc, nil
-	}
+	dial := wrapFirstDial(func(nc net.Conn) net.Conn { oc.Conn = nc; return oc })
 	cl, err := newClient(Config{Servers: []string{fs.addr}, Conns: 1, Clock: clk, PingInterval: 10 * time.Second, FirstOwner: 200}, dial)
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +71,19 @@ func TestPingNeverOverlapsAnInlineWrite(t *testing.T) {
 	}
 	if oc.overlapped.Load() {
 		t.Fatal("two writes were in progress on one connection at once")
+	}
+}
+
+// wrapFirstDial dials TCP and hands the first connection to wrap; later dials are plain.
+func wrapFirstDial(wrap func(net.Conn) net.Conn) func(context.Context, string) (net.Conn, error) {
+	var dials atomic.Int32
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil || dials.Add(1) > 1 {
+			return nc, err
+		}
+		return wrap(nc), nil
 	}
 }
 
@@ -125,16 +130,7 @@ func stalledClient(t *testing.T) (*Client, *stallConn) {
 	t.Helper()
 	fs := newFakeServer(t)
 	sc := &stallConn{closed: make(chan struct{})}
-	var dials atomic.Int32
-	dial := func(ctx context.Context, addr string) (net.Conn, error) {
-		var d net.Dialer
-		nc, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil || dials.Add(1) > 1 {
-			return nc, err
-		}
-		sc.Conn = nc
-		return sc, nil
-	}
+	dial := wrapFirstDial(func(nc net.Conn) net.Conn { sc.Conn = nc; return sc })
 	cl, err := newClient(Config{Servers: []string{fs.addr}, Conns: 1}, dial)
 	if err != nil {
 		t.Fatal(err)
