@@ -291,6 +291,9 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg ser
 		rcfg.InitialCluster = initial
 	}
 	rcfg.Logger = log
+	if !hasState && !bootstrap && !rcfg.Bootstrap {
+		voteQuarantine(log, rcfg.ElectionTimeout)
+	}
 	rcfg.OnLeader = func(f *fsm.FSM) {
 		late.fsm.Store(f)
 		node.Lead()
@@ -320,6 +323,18 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg ser
 		go join(ctx, log.Named("join"), r, joinAddr, newAdminTarget(joinAddr, tlsCfg.admin), id, adv, secret)
 	}
 	return parts, nil
+}
+
+// voteQuarantine keeps a node without raft state out of elections for a while before raft
+// starts. Such a node, when it does not found a cluster, may be a member whose disk was lost:
+// it has forgotten the vote it may have cast in the current term, and voting again in that
+// term could let two candidates win it. A candidate's election lasts at most twice the
+// election timeout, so once that has passed since this process started (which was after any
+// vote it lost), every vote it casts is in a later term.
+func voteQuarantine(log hclog.Logger, electionTimeout time.Duration) {
+	wait := 2*electionTimeout + time.Second
+	log.Info("no raft state: waiting before taking part in elections, so that a vote cast before the data was lost cannot be cast twice", "wait", wait)
+	time.Sleep(wait)
 }
 
 // admin is the HTTP side of membership and backups: it forwards to the leader.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -116,6 +117,23 @@ func contains(xs []int, x int) bool {
 		}
 	}
 	return false
+}
+
+// logTime returns the timestamp of the first JSON log line of p whose message starts with
+// msg, failing the test if there is none.
+func logTime(t *testing.T, p *proc, msg string) time.Time {
+	t.Helper()
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		var l struct {
+			Msg string    `json:"@message"`
+			At  time.Time `json:"@timestamp"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && strings.HasPrefix(l.Msg, msg) {
+			return l.At
+		}
+	}
+	t.Fatalf("%s never logged %q:\n%s", p.what, msg, p.stderr.String())
+	return time.Time{}
 }
 
 // httpGetQuiet is an HTTP GET that reports failure as status 0, for polling. hostPath may
@@ -390,6 +408,12 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 		return n
 	}
 	waitFor("five voters", func() bool { return voters() == 5 })
+	// A node with no raft state that joins stays out of elections for 2 x the election
+	// timeout + 1 s before raft starts: it may be a member whose disk (and vote) was lost.
+	quiet, started := logTime(t, tc.procs[3], "no raft state: waiting before taking part in elections"), logTime(t, tc.procs[3], "entering follower state")
+	if d := started.Sub(quiet); d < 3*time.Second {
+		t.Errorf("n4 started raft %v after announcing its vote quarantine, want at least 3 s", d)
+	}
 
 	waitFor("n5 ready", func() bool { code, _ := httpGetQuiet(tc.procs[4].http + "/readyz"); return code == 200 })
 	c := wiretest.Dial(t, tc.procs[4].listen) // a joined node serves (forwarding)
