@@ -21,8 +21,11 @@ type conn struct {
 
 	mu       sync.Mutex
 	inflight map[uint64]*entry // by link-local owner: written (or being written), unanswered
-	draining bool              // the leader changed: no new requests, close when inflight empties
-	dead     bool              // closed: every entry it had has been answered
+	// unwritten: the batch registered in inflight whose Write has not begun. Failing the
+	// connection answers these unavailable (never sent), not indeterminate.
+	unwritten []*entry
+	draining  bool // the leader changed: no new requests, close when inflight empties
+	dead      bool // closed: every entry it had has been answered
 }
 
 func newConn(nc net.Conn, leader string) *conn {
@@ -176,6 +179,8 @@ func (l *Link) fail(c *conn, why string, unsent []*entry) {
 	}
 	c.dead = true
 	var never []*entry
+	unsent = append(unsent, c.unwritten...)
+	c.unwritten = nil
 	for _, e := range unsent {
 		if c.inflight[e.link] == e {
 			delete(c.inflight, e.link)

@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -70,6 +71,8 @@ type Link struct {
 	wake      chan struct{}
 	done      chan struct{}
 	wg        sync.WaitGroup
+
+	beforeWrite atomic.Pointer[func(*conn)] // tests: runs between a batch's registration and its Write
 }
 
 // NewLink returns a link with no leader; call SetLeader. Close stops it.

@@ -363,3 +363,23 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// A connection that fails after a batch was registered but before its Write began: the
+// requests were never sent, so they are E unavailable (the client may retry), not
+// indeterminate.
+func TestFailBeforeWriteIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ld := startLeader(t)
+	link := newLink(t, ld.peer)
+	f := startFollower(t, link)
+	c := f.dial(t)
+	forward.FailBeforeNextWrite(link)
+	c.Send(t, wiretest.Acquire(1, 5, 60, "k"))
+	c.ExpectError(t, 1, wire.ReasonUnavailable)
+	// The link dials again and serves.
+	eventually(t, 10*time.Second, "a grant over a new connection", func() bool {
+		c.Send(t, wiretest.Acquire(2, 0, 60, "k"))
+		r := c.Next(t)
+		return r.Op == wire.OpAcquire && r.Owner == 2
+	})
+}

@@ -140,10 +140,21 @@ func (l *Link) write(c *conn, batch []*entry) {
 		c.inflight[e.link] = e
 		sent = append(sent, e)
 	}
+	c.unwritten = sent
 	c.mu.Unlock()
 	l.wbuf = b
 	answer(late, wire.ReasonUnavailable)
 	if len(sent) == 0 {
+		return
+	}
+	if h := l.beforeWrite.Load(); h != nil {
+		(*h)(c)
+	}
+	c.mu.Lock()
+	dead := c.dead // failed since the batch was registered: fail answered it (never sent)
+	c.unwritten = nil
+	c.mu.Unlock()
+	if dead {
 		return
 	}
 	c.nc.SetWriteDeadline(real.Add(wire.WriteStallTimeout))
