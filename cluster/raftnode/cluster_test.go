@@ -284,6 +284,45 @@ func TestAddVoterCaughtUp(t *testing.T) {
 	}
 }
 
+// A member removed while AddVoterCaughtUp waits for it to catch up is not added back: the
+// vote is only given to the nonvoter the call added, against that configuration.
+func TestAddVoterCaughtUpNeverUndoesARemoval(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	l := c.leader()
+	tn := c.add()
+	gate := make(chan struct{})
+	asking := make(chan struct{}, 1)
+	lastIndex := func(ctx context.Context) (uint64, error) {
+		select {
+		case asking <- struct{}{}:
+		default:
+		}
+		select {
+		case <-gate:
+			return tn.n.Progress().LastLogIndex, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- l.n.AddVoterCaughtUp(context.Background(), tn.id, tn.addr, 10*time.Millisecond, lastIndex)
+	}()
+	<-asking // added as a nonvoter, now waiting for it
+	if err := l.n.RemoveServer(tn.id); err != nil {
+		t.Fatalf("RemoveServer: %v", err)
+	}
+	close(gate)
+	if err := <-done; !errors.Is(err, ErrNotApplied) || !strings.Contains(err.Error(), "no longer a member") {
+		t.Fatalf("AddVoterCaughtUp after the member was removed = %v, want ErrNotApplied saying it is no longer a member", err)
+	}
+	for _, s := range l.n.Servers() {
+		if s.ID == tn.id {
+			t.Fatalf("the removed member is back: %+v", l.n.Servers())
+		}
+	}
+}
+
 // Shutting the leader down hands leadership to a follower at once (no election timeout to
 // wait out) and loses no committed entry.
 func TestLeaderShutdownTransfers(t *testing.T) {

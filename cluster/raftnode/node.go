@@ -42,7 +42,10 @@ type Node struct {
 	// applyMu is held by the proposer from its leadership check until raft has taken the
 	// entry (Apply returned), so that Restore, once it has cleared leading and taken applyMu,
 	// knows every entry it must wait for is ahead of its Barrier.
-	applyMu     sync.Mutex
+	applyMu sync.Mutex
+	// confMu serializes this node's configuration changes, so that a check of the
+	// configuration and the change that depends on it are not split by another change.
+	confMu      sync.Mutex
 	stopMonitor chan struct{}
 	monitorDone chan struct{}
 

@@ -178,9 +178,17 @@ func (n *Node) AddVoterCaughtUp(ctx context.Context, id, addr string, poll time.
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	for {
+		if err := n.stillNonvoter(id, addr); err != nil {
+			return err
+		}
 		got, err := lastIndex(ctx)
 		if err == nil && got >= target {
-			break
+			// The vote goes only to the nonvoter this call added, checked again under the
+			// lock every configuration change of this node takes: a removal while it caught
+			// up is never undone (AddVoter on an id no longer there would add it back).
+			return n.changeIf("add voter", id, func() error { return n.stillNonvoter(id, addr) }, func() raft.IndexFuture {
+				return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.cfg.ApplyTimeout)
+			})
 		}
 		select {
 		case <-ctx.Done():
@@ -194,7 +202,29 @@ func (n *Node) AddVoterCaughtUp(ctx context.Context, id, addr string, poll time.
 		case <-tick.C:
 		}
 	}
-	return n.AddVoter(id, addr)
+}
+
+// stillNonvoter returns nil if id is a nonvoter at addr in the latest configuration, else an
+// ErrNotApplied error saying what it is now.
+func (n *Node) stillNonvoter(id, addr string) error {
+	var now *raft.Server
+	for _, s := range n.servers() {
+		if string(s.ID) == id {
+			now = &s
+		}
+	}
+	if now == nil || now.Suffrage != raft.Nonvoter || string(now.Address) != addr {
+		return fmt.Errorf("raftnode: add voter %q: %w: the configuration changed while it caught up (%s); nothing was done",
+			id, ErrNotApplied, describeMember(now))
+	}
+	return nil
+}
+
+func describeMember(s *raft.Server) string {
+	if s == nil {
+		return "it is no longer a member"
+	}
+	return fmt.Sprintf("it is now a %s at %s", suffrage(s.Suffrage), s.Address)
 }
 
 // AddNonvoter adds a member that receives the log but does not vote; on the leader only.
@@ -216,8 +246,21 @@ func (n *Node) RemoveServer(id string) error {
 }
 
 func (n *Node) change(what, id string, op func() raft.IndexFuture) error {
+	return n.changeIf(what, id, nil, op)
+}
+
+// changeIf runs the configuration change op, and waits for it, under confMu; check, if set,
+// runs first under the same lock and can refuse the change.
+func (n *Node) changeIf(what, id string, check func() error, op func() raft.IndexFuture) error {
 	if n.closing.Load() {
 		return notApplied(ErrShutdown)
+	}
+	n.confMu.Lock()
+	defer n.confMu.Unlock()
+	if check != nil {
+		if err := check(); err != nil {
+			return err
+		}
 	}
 	f := op()
 	err := n.wait(f, nil, n.cfg.ApplyTimeout)
