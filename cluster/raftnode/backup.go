@@ -125,10 +125,18 @@ func (n *Node) Restore(ctx context.Context, data []byte, floor uint64) (Restored
 
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: int64(len(prepared))}
 	done := make(chan error, 1)
+	if testHookBeforeRaftRestore != nil {
+		testHookBeforeRaftRestore()
+	}
 	go func() { done <- n.raft.Restore(meta, bytes.NewReader(prepared), n.cfg.ApplyTimeout) }()
 	select {
 	case err = <-done:
 	case <-ctx.Done():
+		// raft goes on installing it: this node stays aside (not leading, the view not
+		// rebuilt) until raft is done, whatever the outcome, so that no grant and no lock
+		// view from the old state can mix with the restored one.
+		n.log.Warn("restore: the caller gave up; waiting for raft to finish installing the backup before leading again", "error", ctx.Err())
+		<-done
 		err = fmt.Errorf("raftnode: restore: %w", maybeApplied(ctx.Err()))
 		return out, err
 	}

@@ -174,3 +174,45 @@ func TestRestoreWaitsForAPackedEntry(t *testing.T) {
 		t.Fatalf("grant after the restore = %d, not above %d granted before it", next, o.res.Token)
 	}
 }
+
+// A restore whose caller gives up while raft installs the backup answers "maybe applied",
+// but the node leads again (OnLeader, which rebuilds the lock view) only once raft has
+// finished: the view is never rebuilt from the state being replaced.
+func TestRestoreCallerGivesUpDuringInstall(t *testing.T) {
+	var lastAtLead atomic.Uint64
+	var c *tcluster
+	c = newCluster(t, 3, func(cfg *Config) {
+		id := cfg.ID
+		cfg.OnLeader = func(f *fsm.FSM) {
+			lastAtLead.Store(uint64(f.LastToken()))
+			for _, tn := range c.nodes {
+				if tn.id == id {
+					tn.leads.Add(1)
+				}
+			}
+		}
+	})
+	l := c.leader()
+	for i := range 2000 { // a backup that takes raft a moment to install
+		grant(t, l.n, fmt.Sprintf("key/%04d", i))
+	}
+	var buf bytes.Buffer
+	if _, err := l.n.Backup(context.Background(), &buf); err != nil {
+		t.Fatal(err)
+	}
+	leads := l.leads.Load()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	testHookBeforeRaftRestore = cancel
+	t.Cleanup(func() { testHookBeforeRaftRestore = nil })
+	_, err := l.n.Restore(ctx, buf.Bytes(), 1_000_000)
+	if !errors.Is(err, ErrMaybeApplied) {
+		t.Fatalf("restore whose caller gave up = %v, want ErrMaybeApplied", err)
+	}
+	if l.leads.Load() != leads+1 || !l.n.IsLeader() {
+		t.Fatalf("after the restore returned: %d OnLeader calls (want %d), leading %v", l.leads.Load(), leads+1, l.n.IsLeader())
+	}
+	if got := lastAtLead.Load(); got != 1_000_000 {
+		t.Fatalf("OnLeader saw last token %d, want the restored state's floor 1000000", got)
+	}
+}

@@ -267,8 +267,8 @@ func (n *Node) propose() {
 }
 
 // testHookBeforeApply, when set by a test, runs in the proposer between its leadership check
-// and raft.Apply.
-var testHookBeforeApply func()
+// and raft.Apply; testHookBeforeRaftRestore runs in Restore just before raft.Restore.
+var testHookBeforeApply, testHookBeforeRaftRestore func()
 
 // packLen returns how many of the queued commands go into the next entry: whole groups,
 // at most max commands (a group never exceeds max: SubmitGroup rejects larger ones).
