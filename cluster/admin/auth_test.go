@@ -129,3 +129,32 @@ func TestClientCertificates(t *testing.T) {
 		}
 	}
 }
+
+// Precheck refuses from the headers alone what Verify would refuse whatever the body, and
+// records nothing: the same signed call then passes Verify once.
+func TestPrecheck(t *testing.T) {
+	s := []byte(strings.Repeat("p", 32))
+	now := time.Unix(1_800_000_000, 0)
+	v := NewVerifier([][]byte{s}, func() time.Time { return now })
+	body := []byte("LATCHSNP...")
+	unsigned, _ := http.NewRequest("POST", "http://127.0.0.1:7402/v1/restore?token_floor=1", nil)
+	if err := v.Precheck(unsigned); !errors.Is(err, ErrUnsigned) {
+		t.Fatalf("unsigned: %v, want ErrUnsigned", err)
+	}
+	if err := v.Precheck(signed(t, s, "POST", "/v1/restore?token_floor=1", body, now.Add(-time.Minute))); !errors.Is(err, ErrStale) {
+		t.Fatalf("stale: %v, want ErrStale", err)
+	}
+	r := signed(t, s, "POST", "/v1/restore?token_floor=1", body, now)
+	if err := v.Precheck(r); err != nil {
+		t.Fatalf("a well-formed fresh signature: %v", err)
+	}
+	if err := v.Verify(r, body); err != nil {
+		t.Fatalf("Verify after Precheck: %v", err)
+	}
+	if err := v.Precheck(r); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("precheck of a used nonce: %v, want ErrReplayed", err)
+	}
+	if err := NewVerifier(nil, nil).Precheck(unsigned); err != nil {
+		t.Fatalf("a node without secrets: %v", err)
+	}
+}

@@ -52,11 +52,29 @@ func snapshots(mux *http.ServeMux, c Cluster, v *Verifier) {
 		w.WriteHeader(http.StatusOK)
 		w.Write(buf.Bytes())
 	})
+	receiving := make(chan struct{}, 1)
 	mux.HandleFunc("POST /v1/restore", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query().Get("token_floor")
 		floor, err := strconv.ParseUint(q, 10, 64)
 		if err != nil || floor > uint64(fsm.MaxToken) {
 			writeErr(w, http.StatusBadRequest, fmt.Errorf("restore: token_floor %q: give a number 0..%d (see deploy/README.md on choosing it)", q, uint64(fsm.MaxToken)))
+			return
+		}
+		// Before up to 1 GiB is read: the credential must be able to pass, the size must fit,
+		// and only one restore body is held at a time.
+		if err := v.Precheck(r); err != nil {
+			writeErr(w, http.StatusUnauthorized, err)
+			return
+		}
+		if r.ContentLength > MaxSnapshot {
+			writeErr(w, http.StatusRequestEntityTooLarge, fmt.Errorf("restore: backup larger than %d bytes", MaxSnapshot))
+			return
+		}
+		select {
+		case receiving <- struct{}{}:
+			defer func() { <-receiving }()
+		default:
+			writeErr(w, http.StatusServiceUnavailable, errors.New("restore: another restore is being received by this node; wait for it to finish"))
 			return
 		}
 		data, err := io.ReadAll(io.LimitReader(r.Body, MaxSnapshot+1))

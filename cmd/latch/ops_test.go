@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -222,6 +224,21 @@ func TestSnapshotSaveRestoreThroughTheCLI(t *testing.T) {
 			t.Errorf("POST /v1/restore?%s: %v, want %s", c.query, err, c.want)
 		}
 	}
+	// An unsigned restore announcing a 900 MB body is refused from its headers alone: the
+	// server answers before a byte of the body is sent (it never buffers it).
+	func() {
+		nc, err := net.DialTimeout("tcp", dst.http[df], 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		fmt.Fprintf(nc, "POST /v1/restore?token_floor=5 HTTP/1.1\r\nHost: latch\r\nContent-Length: 900000000\r\n\r\n")
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+		if err != nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("unsigned restore with no body sent: %v %v, want 401 at once", resp, err)
+		}
+	}()
 	// A waiter queued on the leader when the restore begins is answered E unavailable (the
 	// leader stops deciding; the client may retry), and its connection stays usable.
 	holder, waiter := dst.conn(dl), dst.conn(dl)
