@@ -12,7 +12,11 @@ import (
 // node restarted while its configuration was older than its addition.
 func TestJoinDecisions(t *testing.T) {
 	listedAs := func(s string) func() (string, error) { return func() (string, error) { return s, nil } }
-	unasked := func() (string, error) { t.Helper(); t.Fatal("the cluster was asked although the node knew enough"); return "", nil }
+	unasked := func() (string, error) {
+		t.Helper()
+		t.Fatal("the cluster was asked although the node knew enough")
+		return "", nil
+	}
 	down := func() (string, error) { return "", errors.New("connection refused") }
 	type round struct {
 		own       string
