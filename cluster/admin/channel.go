@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -37,12 +38,14 @@ type ChannelRequest struct {
 }
 
 type channelResponse struct {
-	Error    string             `json:"error,omitempty"`
-	NotFound bool               `json:"not_found,omitempty"`
-	Size     int64              `json:"size,omitempty"` // snapshot: bytes of backup after the line
-	Info     *fsm.SnapshotInfo  `json:"info,omitempty"`
-	Restored *raftnode.Restored `json:"restored,omitempty"`
-	State    *NodeState         `json:"state,omitempty"`
+	Error    string `json:"error,omitempty"`
+	NotFound bool   `json:"not_found,omitempty"`
+	// MaybeApplied: the error wraps raftnode.ErrMaybeApplied (the change may have happened).
+	MaybeApplied bool               `json:"maybe_applied,omitempty"`
+	Size         int64              `json:"size,omitempty"` // snapshot: bytes of backup after the line
+	Info         *fsm.SnapshotInfo  `json:"info,omitempty"`
+	Restored     *raftnode.Restored `json:"restored,omitempty"`
+	State        *NodeState         `json:"state,omitempty"`
 }
 
 // NodeState is what a node tells a peer that is deciding whether to bootstrap.
@@ -59,6 +62,10 @@ func (s NodeState) HasHistory() bool { return s.LastIndex > 1 }
 
 // MaxSnapshot bounds a backup sent to or through a node (1 GiB: some 5 million held keys).
 const MaxSnapshot = 1 << 30
+
+// StatusOutcomeUnknown is the HTTP status of a restore that may or may not have been applied
+// (504: the node could not learn the outcome in time).
+const StatusOutcomeUnknown = http.StatusGatewayTimeout
 
 // ServeChannel answers requests on ln (the admin channel's listener) with local, which must
 // act on this node without forwarding again. It returns when ln is closed.
@@ -126,6 +133,7 @@ func serveChannelConn(conn net.Conn, local Cluster, log hclog.Logger) {
 	}
 	if err != nil {
 		resp.Error, resp.NotFound = err.Error(), errors.Is(err, ErrNotFound)
+		resp.MaybeApplied = errors.Is(err, raftnode.ErrMaybeApplied)
 	}
 	if req.Op != "state" {
 		log.Info("admin channel request", "op", req.Op, "id", req.ID, "error", resp.Error)
@@ -176,14 +184,16 @@ func call(ctx context.Context, conn net.Conn, req ChannelRequest, payload []byte
 	}
 	br := bufio.NewReader(conn)
 	if line, err = readLine(br); err != nil {
-		return resp, nil, errors.New("admin: no answer from the peer: " + err.Error())
+		return resp, nil, unanswered{errors.New("admin: no answer from the peer after the request was sent: " + err.Error())}
 	}
 	if err := json.Unmarshal(line, &resp); err != nil {
-		return resp, nil, fmt.Errorf("admin: bad answer from the peer: %w", err)
+		return resp, nil, unanswered{fmt.Errorf("admin: bad answer from the peer: %w", err)}
 	}
 	switch {
 	case resp.NotFound:
 		return resp, nil, errors.Join(ErrNotFound, errors.New(resp.Error))
+	case resp.MaybeApplied:
+		return resp, nil, unanswered{errors.New(resp.Error)}
 	case resp.Error != "":
 		return resp, nil, errors.New(resp.Error)
 	}
@@ -199,6 +209,15 @@ func call(ctx context.Context, conn net.Conn, req ChannelRequest, payload []byte
 	}
 	return resp, body, nil
 }
+
+// unanswered is a channel call's error when what it asked may have been done: the request was
+// sent and no outcome came back, or the peer said its outcome is unknown. It is
+// raftnode.ErrMaybeApplied to errors.Is.
+type unanswered struct{ err error }
+
+func (u unanswered) Error() string        { return u.err.Error() }
+func (u unanswered) Unwrap() error        { return u.err }
+func (u unanswered) Is(target error) bool { return target == raftnode.ErrMaybeApplied }
 
 // CallChannel sends a membership change (Op "add" or "remove") over conn (a dialed admin
 // channel to the leader) and waits for the outcome. conn is closed when it returns.

@@ -117,12 +117,28 @@ func doSigned(ctx context.Context, a adminTarget, method, path string, body, sec
 	}
 	if resp.StatusCode/100 != 2 {
 		var e struct{ Error string }
+		msg := strings.TrimSpace(string(data))
 		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return nil, nil, fmt.Errorf("%s: %s", resp.Status, e.Error)
+			msg = e.Error
 		}
-		return nil, nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
+		return nil, nil, &statusError{code: resp.StatusCode, status: resp.Status, msg: msg}
 	}
 	return resp.Header, data, nil
+}
+
+// statusError is a non-2xx answer of an admin call.
+type statusError struct {
+	code        int
+	status, msg string
+}
+
+func (e *statusError) Error() string { return e.status + ": " + e.msg }
+
+// outcomeUnknown reports whether err is the server saying it does not know whether the
+// change was applied.
+func outcomeUnknown(err error) bool {
+	var se *statusError
+	return errors.As(err, &se) && se.code == admin.StatusOutcomeUnknown
 }
 
 func statusCommand() *cli.Command {

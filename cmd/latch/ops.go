@@ -151,6 +151,9 @@ func snapshotRestore(c *cli.Context) error {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return cli.Exit("latch "+verb+": no answer within "+transferTimeout.String()+"; check latch status before retrying", exitIndeterminate)
 		}
+		if outcomeUnknown(err) {
+			return cli.Exit("latch "+verb+": "+err.Error(), exitIndeterminate)
+		}
 		return cli.Exit("latch "+verb+": "+err.Error(), exitUnavailable)
 	}
 	fmt.Fprintf(c.App.Writer, "restored %s (%d held keys, last token %d): the cluster holds %d keys; last token %d "+

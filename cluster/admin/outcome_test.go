@@ -1,0 +1,91 @@
+package admin
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/cluster/raftnode"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// fakePeer serves one admin-channel call on loopback with answer (nil: read the request and
+// its payload, then close without answering).
+func fakePeer(t *testing.T, answer []byte) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		br := bufio.NewReader(nc)
+		if _, err := br.ReadBytes('\n'); err != nil {
+			return
+		}
+		io.CopyN(io.Discard, br, 4) // the payload of the test's restore
+		if answer != nil {
+			nc.Write(append(answer, '\n'))
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A forwarded restore whose outcome the follower cannot know (no answer after it was sent,
+// or the leader saying its outcome is unknown) is ErrMaybeApplied; a refusal is not.
+func TestForwardedRestoreOutcome(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		answer []byte
+		maybe  bool
+	}{
+		{"no answer after the request was sent", nil, true},
+		{"the leader does not know", []byte(`{"error":"raftnode: restore: outcome unknown","maybe_applied":true}`), true},
+		{"the leader refused", []byte(`{"error":"raftnode: this node is not the established leader"}`), false},
+	} {
+		addr := fakePeer(t, c.answer)
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = CallRestore(ctx, conn, []byte("data"), 7)
+		cancel()
+		if err == nil || errors.Is(err, raftnode.ErrMaybeApplied) != c.maybe {
+			t.Errorf("%s: %v; maybe applied = %v, want %v", c.name, err, errors.Is(err, raftnode.ErrMaybeApplied), c.maybe)
+		}
+	}
+}
+
+// unknownRestore is a cluster whose restores end with their outcome unknown: a real one
+// cannot be made to do that on demand.
+type unknownRestore struct{ Cluster }
+
+func (unknownRestore) Restore(context.Context, []byte, uint64) (raftnode.Restored, error) {
+	return raftnode.Restored{}, fmt.Errorf("raftnode: restore: %w", raftnode.ErrMaybeApplied)
+}
+
+// POST /v1/restore answers 504 (StatusOutcomeUnknown) with what to check when the outcome is
+// unknown, so that a client does not take it for "not applied, retry".
+func TestRestoreOutcomeUnknownIs504(t *testing.T) {
+	h := Handler(prometheus.NewRegistry(), func() error { return nil }, Options{Cluster: unknownRestore{}})
+	body := bytes.Repeat([]byte("x"), 16)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/restore?token_floor=1", bytes.NewReader(body)))
+	if rec.Code != StatusOutcomeUnknown || !bytes.Contains(rec.Body.Bytes(), []byte("latch status")) {
+		t.Fatalf("restore with an unknown outcome: %d %s", rec.Code, rec.Body.String())
+	}
+}
