@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -445,15 +444,7 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 	// latch peers add before the node runs: it is a nonvoter, so the quorum stays three of
 	// four voters, until it runs and has caught up; then the same call makes it a voter.
 	n6 := freePorts(t, 1)[0]
-	add := exec.Command(latchBin, "peers", "add", "--http", tc.procs[f].http, "--id", "n6", "--raft-addr", n6, "--secret-file", secret)
-	var addOut syncBuffer
-	add.Stdout, add.Stderr = &addOut, &addOut
-	if err := add.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addDone := make(chan error, 1)
-	go func() { addDone <- add.Wait() }()
-	defer add.Process.Kill()
+	_, addOut, addDone := start(t, nil, "peers", "add", "--http", tc.procs[f].http, "--id", "n6", "--raft-addr", n6, "--secret-file", secret)
 	waitFor("n6 listed as a nonvoter", func() bool { return suffrage()["n6 "+n6] == "nonvoter" })
 	if v := voters(); v != 4 {
 		t.Fatalf("%d voters while n6 does not run, want 4:\n%s", v, members(l))

@@ -187,18 +187,27 @@ func (p *proc) wait(t *testing.T, d time.Duration) int {
 	return -1
 }
 
-// run runs the binary to completion with a bound and returns its exit code and output.
-func run(t *testing.T, env []string, args ...string) (int, string) {
+// start runs the binary in the background: done gets Wait's result, out collects stdout and
+// stderr. The process is killed when the test ends.
+func start(t *testing.T, env []string, args ...string) (cmd *exec.Cmd, out *syncBuffer, done <-chan error) {
 	t.Helper()
-	cmd := exec.Command(latchBin, args...)
+	cmd = exec.Command(latchBin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out = &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	ch := make(chan error, 1)
+	go func() { ch <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, out, ch
+}
+
+// run runs the binary to completion with a bound and returns its exit code and output.
+func run(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd, out, done := start(t, env, args...)
 	select {
 	case err := <-done:
 		if err == nil {
