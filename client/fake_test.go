@@ -261,15 +261,7 @@ func (b *breakingConn) Write(p []byte) (int, error) {
 func TestFakeUnsentFailoverWriteFails(t *testing.T) {
 	// wait 0: the immediate attempt fails over within its 5 s, with the same owner.
 	fs1, fs2 := newFakeServer(t), newFakeServer(t)
-	var dials atomic.Int32
-	dial := func(ctx context.Context, addr string) (net.Conn, error) {
-		var d net.Dialer
-		nc, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil || dials.Add(1) > 1 {
-			return nc, err
-		}
-		return &breakingConn{Conn: nc, failAt: 2}, nil // write 1 is the hello
-	}
+	dial := wrapFirstDial(func(nc net.Conn) net.Conn { return &breakingConn{Conn: nc, failAt: 2} }) // write 1 is the hello
 	cl, err := newClient(Config{Servers: []string{fs1.addr, fs2.addr}, Conns: 1, FirstOwner: 70}, dial)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,4 +263,17 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// wrapFirstDial dials TCP and hands the first connection to wrap; later dials are plain.
+func wrapFirstDial(wrap func(net.Conn) net.Conn) func(context.Context, string) (net.Conn, error) {
+	var dials atomic.Int32
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil || dials.Add(1) > 1 {
+			return nc, err
+		}
+		return wrap(nc), nil
+	}
 }

@@ -74,19 +74,6 @@ func TestPingNeverOverlapsAnInlineWrite(t *testing.T) {
 	}
 }
 
-// wrapFirstDial dials TCP and hands the first connection to wrap; later dials are plain.
-func wrapFirstDial(wrap func(net.Conn) net.Conn) func(context.Context, string) (net.Conn, error) {
-	var dials atomic.Int32
-	return func(ctx context.Context, addr string) (net.Conn, error) {
-		var d net.Dialer
-		nc, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil || dials.Add(1) > 1 {
-			return nc, err
-		}
-		return wrap(nc), nil
-	}
-}
-
 // stallConn accepts the hello, then blocks every Write like a full socket buffer: until the
 // write deadline or Close. It records how far ahead the deadline of a blocked write was.
 type stallConn struct {

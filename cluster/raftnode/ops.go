@@ -160,12 +160,7 @@ func (n *Node) AddVoterCaughtUp(ctx context.Context, id, addr string, poll time.
 	if !n.IsLeader() {
 		return fmt.Errorf("raftnode: add voter %q: %w", id, notApplied(ErrNotLeader))
 	}
-	var cur *raft.Server
-	for _, s := range n.servers() {
-		if string(s.ID) == id {
-			cur = &s
-		}
-	}
+	cur := n.server(id)
 	if cur != nil && cur.Suffrage == raft.Voter {
 		return n.AddVoter(id, addr)
 	}
@@ -207,15 +202,20 @@ func (n *Node) AddVoterCaughtUp(ctx context.Context, id, addr string, poll time.
 // stillNonvoter returns nil if id is a nonvoter at addr in the latest configuration, else an
 // ErrNotApplied error saying what it is now.
 func (n *Node) stillNonvoter(id, addr string) error {
-	var now *raft.Server
-	for _, s := range n.servers() {
-		if string(s.ID) == id {
-			now = &s
-		}
-	}
+	now := n.server(id)
 	if now == nil || now.Suffrage != raft.Nonvoter || string(now.Address) != addr {
 		return fmt.Errorf("raftnode: add voter %q: %w: the configuration changed while it caught up (%s); nothing was done",
 			id, ErrNotApplied, describeMember(now))
+	}
+	return nil
+}
+
+// server returns id's entry in the latest configuration, or nil.
+func (n *Node) server(id string) *raft.Server {
+	for _, s := range n.servers() {
+		if string(s.ID) == id {
+			return &s
+		}
 	}
 	return nil
 }

@@ -126,6 +126,13 @@ func doSigned(ctx context.Context, a adminTarget, method, path string, body, sec
 	return resp.Header, data, nil
 }
 
+// listPeers returns the members of the cluster behind a.
+func listPeers(ctx context.Context, a adminTarget) ([]admin.Member, error) {
+	var ms []admin.Member
+	err := callSigned(ctx, a, http.MethodGet, "/v1/peers", nil, nil, &ms)
+	return ms, err
+}
+
 // statusError is a non-2xx answer of an admin call.
 type statusError struct {
 	code        int
@@ -209,8 +216,8 @@ func peersCommand() *cli.Command {
 					}
 					ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
 					defer cancel()
-					var ms []admin.Member
-					if err := callSigned(ctx, a, http.MethodGet, "/v1/peers", nil, nil, &ms); err != nil {
+					ms, err := listPeers(ctx, a)
+					if err != nil {
 						return cli.Exit("latch peers list: "+err.Error(), exitUnavailable)
 					}
 					w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)

@@ -644,8 +644,8 @@ func (st *joinState) next(own string, hasConfig bool, listed func() (string, err
 func clusterListing(ctx context.Context, a adminTarget, id string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	var ms []admin.Member
-	if err := callSigned(ctx, a, http.MethodGet, "/v1/peers", nil, nil, &ms); err != nil {
+	ms, err := listPeers(ctx, a)
+	if err != nil {
 		return "", err
 	}
 	for _, m := range ms {
