@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -67,6 +68,26 @@ func writeErr(w http.ResponseWriter, code int, err error) {
 	writeJSON(w, code, map[string]string{"error": err.Error()})
 }
 
+// writeChangeErr answers a failed change (membership, restore) with the status that says
+// what the caller may do: 400 a bad request, 404 no such member, 409 another node at that
+// address, 504 (StatusOutcomeUnknown) the change may or may not have been applied (check
+// with what first: retrying could apply it twice), 503 not applied (try again).
+func writeChangeErr(w http.ResponseWriter, err error, check string) {
+	code := http.StatusServiceUnavailable
+	switch {
+	case fsm.IsBackupError(err) || errors.Is(err, fsm.ErrFloorRange):
+		code = http.StatusBadRequest
+	case errors.Is(err, ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, ErrOtherNode):
+		code = http.StatusConflict
+	case errors.Is(err, raftnode.ErrMaybeApplied):
+		code = StatusOutcomeUnknown
+		err = fmt.Errorf("%w; the outcome is unknown: check %s before trying again", err, check)
+	}
+	writeErr(w, code, err)
+}
+
 // membership adds /v1/peers to mux. Mutating calls must be signed (Verifier).
 func membership(mux *http.ServeMux, c Cluster, v *Verifier) {
 	mux.HandleFunc("GET /v1/peers", func(w http.ResponseWriter, r *http.Request) {
@@ -94,11 +115,7 @@ func membership(mux *http.ServeMux, c Cluster, v *Verifier) {
 		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 		defer cancel()
 		if err := c.AddMember(ctx, req.ID, req.Addr, !req.Nonvoter); err != nil {
-			code := http.StatusServiceUnavailable
-			if errors.Is(err, ErrOtherNode) {
-				code = http.StatusConflict
-			}
-			writeErr(w, code, err)
+			writeChangeErr(w, err, "latch peers list")
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"added": req.ID})
@@ -111,11 +128,7 @@ func membership(mux *http.ServeMux, c Cluster, v *Verifier) {
 		defer cancel()
 		id := r.PathValue("id")
 		if err := c.RemoveMember(ctx, id); err != nil {
-			code := http.StatusServiceUnavailable
-			if errors.Is(err, ErrNotFound) {
-				code = http.StatusNotFound
-			}
-			writeErr(w, code, err)
+			writeChangeErr(w, err, "latch peers list")
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"removed": id})

@@ -70,22 +70,33 @@ func TestForwardedRestoreOutcome(t *testing.T) {
 	}
 }
 
-// unknownRestore is a cluster whose restores end with their outcome unknown: a real one
+// unknownOutcome is a cluster whose changes all end with their outcome unknown: a real one
 // cannot be made to do that on demand.
-type unknownRestore struct{ Cluster }
+type unknownOutcome struct{ Cluster }
 
-func (unknownRestore) Restore(context.Context, []byte, uint64) (raftnode.Restored, error) {
-	return raftnode.Restored{}, fmt.Errorf("raftnode: restore: %w", raftnode.ErrMaybeApplied)
+var errUnknown = fmt.Errorf("raftnode: %w", raftnode.ErrMaybeApplied)
+
+func (unknownOutcome) Restore(context.Context, []byte, uint64) (raftnode.Restored, error) {
+	return raftnode.Restored{}, errUnknown
 }
+func (unknownOutcome) AddMember(context.Context, string, string, bool) error { return errUnknown }
+func (unknownOutcome) RemoveMember(context.Context, string) error            { return errUnknown }
 
-// POST /v1/restore answers 504 (StatusOutcomeUnknown) with what to check when the outcome is
-// unknown, so that a client does not take it for "not applied, retry".
-func TestRestoreOutcomeUnknownIs504(t *testing.T) {
-	h := Handler(prometheus.NewRegistry(), func() error { return nil }, Options{Cluster: unknownRestore{}})
-	body := bytes.Repeat([]byte("x"), 16)
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/restore?token_floor=1", bytes.NewReader(body)))
-	if rec.Code != StatusOutcomeUnknown || !bytes.Contains(rec.Body.Bytes(), []byte("latch status")) {
-		t.Fatalf("restore with an unknown outcome: %d %s", rec.Code, rec.Body.String())
+// A restore or membership change whose outcome is unknown answers 504 (StatusOutcomeUnknown)
+// with what to check first, so that a client does not take it for "not applied, retry".
+func TestChangeOutcomeUnknownIs504(t *testing.T) {
+	h := Handler(prometheus.NewRegistry(), func() error { return nil }, Options{Cluster: unknownOutcome{}})
+	for _, c := range []struct {
+		method, path, body, check string
+	}{
+		{http.MethodPost, "/v1/restore?token_floor=1", "backup bytes", "latch status"},
+		{http.MethodPost, "/v1/peers", `{"id":"n4","addr":"127.0.0.1:1","nonvoter":true}`, "latch peers list"},
+		{http.MethodDelete, "/v1/peers/n4", "", "latch peers list"},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, bytes.NewReader([]byte(c.body))))
+		if rec.Code != StatusOutcomeUnknown || !bytes.Contains(rec.Body.Bytes(), []byte(c.check)) {
+			t.Errorf("%s %s with an unknown outcome: %d %s", c.method, c.path, rec.Code, rec.Body.String())
+		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/fsm"
 )
 
@@ -95,15 +94,7 @@ func snapshots(mux *http.ServeMux, c Cluster, v *Verifier) {
 		defer cancel()
 		res, err := c.Restore(ctx, data, floor)
 		if err != nil {
-			code := http.StatusServiceUnavailable
-			switch {
-			case fsm.IsBackupError(err) || errors.Is(err, fsm.ErrFloorRange):
-				code = http.StatusBadRequest
-			case errors.Is(err, raftnode.ErrMaybeApplied):
-				code = StatusOutcomeUnknown
-				err = fmt.Errorf("%w; the outcome is unknown: check latch status (last token, keys) before trying again", err)
-			}
-			writeErr(w, code, fmt.Errorf("restore: %w", err))
+			writeChangeErr(w, fmt.Errorf("restore: %w", err), "latch status (last token, keys)")
 			return
 		}
 		writeJSON(w, http.StatusOK, res)

@@ -277,6 +277,9 @@ func peersChange(c *cli.Context, method, path string, req any) error {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return cli.Exit("latch peers: no answer within "+adminTimeout.String(), exitIndeterminate)
 		}
+		if outcomeUnknown(err) {
+			return cli.Exit("latch peers: "+err.Error(), exitIndeterminate)
+		}
 		return cli.Exit("latch peers: "+err.Error(), exitUnavailable)
 	}
 	for k, v := range out {
