@@ -180,6 +180,9 @@ func Open(cfg Config) (*Node, error) {
 	var servers []raft.Server
 	switch {
 	case existing:
+		if err := st.check(n.log); err != nil {
+			return fail(err)
+		}
 		n.log.Info("restarting from existing raft state", "dir", cfg.DataDir)
 	case cfg.Bootstrap:
 		servers = []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: raft.ServerAddress(n.addr)}}

@@ -41,6 +41,9 @@ func Inspect(dataDir string, log hclog.Logger) (DiskState, error) {
 		}
 		return DiskState{}, err
 	}
+	if err := st.check(log); err != nil {
+		return DiskState{}, err
+	}
 	f, err := fsm.NewFSM(0)
 	if err != nil {
 		return DiskState{}, err
@@ -52,23 +55,17 @@ func Inspect(dataDir string, log hclog.Logger) (DiskState, error) {
 func replay(st *stores, f *fsm.FSM) (DiskState, error) {
 	var ds DiskState
 	var conf raft.Configuration
-	metas, err := st.snaps.List()
+	p, err := pickSnapshot(st)
 	if err != nil {
-		return ds, fmt.Errorf("raftnode: list snapshots: %w", err)
+		return ds, err
 	}
-	for _, m := range metas {
-		meta, rc, err := st.snaps.Open(m.ID)
+	if p.meta != nil {
+		err := f.Restore(p.rc)
+		_ = p.rc.Close()
 		if err != nil {
-			continue
+			return ds, broken(st.dir, "restore snapshot "+p.meta.ID, err)
 		}
-		if err := f.Restore(rc); err != nil {
-			continue
-		}
-		ds.LastIndex, ds.LastTerm, conf = meta.Index, meta.Term, meta.Configuration
-		break
-	}
-	if len(metas) > 0 && ds.LastIndex == 0 {
-		return ds, errors.New("raftnode: no snapshot in the data directory could be read")
+		ds.LastIndex, ds.LastTerm, conf = p.meta.Index, p.meta.Term, p.meta.Configuration
 	}
 	last, err := st.wal.LastIndex()
 	if err != nil {

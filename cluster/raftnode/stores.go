@@ -22,6 +22,7 @@ import (
 //
 // Open and Recover use them; both hold raft.db's lock while they run.
 type stores struct {
+	dir   string
 	bolt  *raftboltdb.BoltStore
 	wal   *wal.WAL
 	meta  *metadb.BoltMetaDB // the WAL's metadata: its own Close leaves it open, so we close it
@@ -33,7 +34,7 @@ func openStores(dir string, base hclog.Logger) (*stores, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("raftnode: create data directory: %w", err)
 	}
-	st := &stores{}
+	st := &stores{dir: dir}
 	path := filepath.Join(dir, "raft.db")
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path: path,
@@ -48,7 +49,7 @@ func openStores(dir string, base hclog.Logger) (*stores, error) {
 		return nil, fmt.Errorf("%w (%s stayed locked for %v)", ErrDataDirInUse, path, boltOpenTimeout)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("raftnode: open %s: %w", path, err)
+		return nil, broken(dir, "open "+path, err)
 	}
 	st.bolt = store
 
@@ -60,7 +61,7 @@ func openStores(dir string, base hclog.Logger) (*stores, error) {
 	st.meta = &metadb.BoltMetaDB{}
 	if st.wal, err = wal.Open(walDir, wal.WithMetaStore(st.meta), wal.WithLogger(base.Named("wal"))); err != nil {
 		_ = st.close()
-		return nil, fmt.Errorf("raftnode: open the raft log in %s: %w", walDir, err)
+		return nil, broken(dir, "open the raft log in "+walDir, err)
 	}
 	if old, _ := store.LastIndex(); old > 0 {
 		if cur, _ := st.wal.LastIndex(); cur == 0 {
@@ -72,7 +73,7 @@ func openStores(dir string, base hclog.Logger) (*stores, error) {
 	}
 	if st.snaps, err = raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, base.Named("snapshots")); err != nil {
 		_ = st.close()
-		return nil, fmt.Errorf("raftnode: snapshot store in %s: %w", dir, err)
+		return nil, broken(dir, "open the snapshot store in "+dir, err)
 	}
 	return st, nil
 }
