@@ -93,7 +93,7 @@ func (c *call) stampLocked(cn *conn, now time.Time) {
 	c.attempts++
 	c.answerBy = c.deadline
 	if c.kind == kindAcquire && !c.wait0 {
-		w, _ := stampWait(c.deadline.Sub(now)) // now is before the deadline
+		w, _ := wire.StampWait(c.deadline.Sub(now), wire.MaxWait) // now is before the deadline
 		c.stamped = w
 		c.answerBy = now.Add(time.Duration(w)*time.Second + ReplyGrace)
 	}
@@ -166,15 +166,15 @@ func (cl *Client) lost(c *call, cn *conn, cause error) {
 	c.finishLocked(wire.Response{}, fmt.Errorf("%w: connection to %s lost after the acquire may have been sent: %v", ErrIndeterminate, cn.addr, cause))
 }
 
-// answers lists the response ops each kind of call accepts (E is accepted by all).
-func answers(k kind, op wire.Op) bool {
+// op is the request op of a kind of call, for wire.Answers.
+func (k kind) op() wire.Op {
 	switch k {
 	case kindAcquire:
-		return op == wire.OpAcquire || op == wire.OpTimeout || op == wire.OpBusy
+		return wire.OpAcquire
 	case kindRelease:
-		return op == wire.OpRelease || op == wire.OpNotHeld
+		return wire.OpRelease
 	}
-	return op == wire.OpPing
+	return wire.OpPing
 }
 
 // deliver hands an answer read on cn to its call.
@@ -197,7 +197,7 @@ func (cl *Client) deliver(c *call, cn *conn, resp wire.Response) {
 			}
 		}
 	}
-	bad := resp.Op != wire.OpError && !answers(c.kind, resp.Op) ||
+	bad := !wire.Answers(c.kind.op(), resp.Op) ||
 		resp.Op == wire.OpAcquire && (resp.Token == 0 || resp.Token > wire.MaxToken)
 	c.mu.Lock()
 	if c.state != stateSending || c.cn != cn {

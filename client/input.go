@@ -74,14 +74,3 @@ func normalize(key string, budget time.Duration, o AcquireOptions) (request, err
 	}
 	return request{key: key, wait: uint8(w), lease: uint16(l), budget: time.Duration(b) * time.Second}, nil
 }
-
-// stampWait is the wait written into an acquire frame: the time left until the operation
-// deadline rounded up to whole seconds, at most wire.MaxWait. ok is false when nothing is
-// left. An acquire asked with wait 0 is always stamped 0 (the caller handles that).
-func stampWait(left time.Duration) (wait uint8, ok bool) {
-	if left <= 0 {
-		return 0, false
-	}
-	s, _ := ceilSeconds(left)
-	return uint8(min(s, wire.MaxWait)), true
-}

@@ -82,28 +82,6 @@ func TestNormalizeKeys(t *testing.T) {
 	}
 }
 
-func TestStampWait(t *testing.T) {
-	for _, tc := range []struct {
-		left time.Duration
-		want uint8
-		ok   bool
-	}{
-		{0, 0, false},
-		{-time.Second, 0, false},
-		{time.Nanosecond, 1, true},
-		{time.Second, 1, true},
-		{time.Second + 1, 2, true},
-		{6600 * time.Millisecond, 7, true},
-		{255 * time.Second, 255, true},
-		{300 * time.Second, 255, true},
-	} {
-		w, ok := stampWait(tc.left)
-		if w != tc.want || ok != tc.ok {
-			t.Errorf("stampWait(%v) = %d %v, want %d %v", tc.left, w, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 func TestOwnersNeverWrap(t *testing.T) {
 	var o owners
 	o.next.Store(math.MaxUint64 - 2)

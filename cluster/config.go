@@ -1,12 +1,12 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchd/latch/fsm"
+	"github.com/latchd/latch/wire"
 )
 
 // Config configures a Node.
@@ -60,4 +60,16 @@ func (c Config) Validate() error {
 	return nil
 }
 
-var errFloor = errors.New("must be at most 9223372036854775807 (2^63-1), the largest token")
+var errFloor = fmt.Errorf("must be at most %d (2^63-1), the largest token", fsm.MaxToken)
+
+// The limits of the lock table are the protocol's: a key, lease or token the wire accepts is
+// one the table accepts, and the other way round. These fail to compile if they drift apart
+// (a negative array length).
+var (
+	_ [fsm.MaxKeyLen - wire.MaxKey]struct{}
+	_ [wire.MaxKey - fsm.MaxKeyLen]struct{}
+	_ [fsm.MaxLease - wire.MaxLease]struct{}
+	_ [wire.MaxLease - fsm.MaxLease]struct{}
+	_ [uint64(fsm.MaxToken) - wire.MaxToken]struct{}
+	_ [wire.MaxToken - uint64(fsm.MaxToken)]struct{}
+)

@@ -116,7 +116,7 @@ var (
 	errKeyEmpty    = fmt.Errorf("%w: key is empty: keys are 1 to %d bytes", ErrInvalidCommand, MaxKeyLen)
 	errKeyLong     = fmt.Errorf("%w: key is longer than %d bytes", ErrInvalidCommand, MaxKeyLen)
 	errLease       = fmt.Errorf("%w: lease is outside 1..%d seconds", ErrInvalidCommand, MaxLease)
-	errFloor       = fmt.Errorf("%w: token floor is above 9223372036854775807 (2^63-1)", ErrInvalidCommand)
+	errFloor       = fmt.Errorf("%w: token floor is above %s", ErrInvalidCommand, maxTokenText)
 )
 
 // Validate reports whether c can be applied, with an error wrapping

@@ -1,11 +1,14 @@
 package fsm
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrTokenExhausted is returned by every acquire once MaxToken has been
 	// issued. It is permanent for the table: the counter never wraps.
-	ErrTokenExhausted = errors.New("fsm: token counter exhausted: the last token, 9223372036854775807 (2^63-1), " +
+	ErrTokenExhausted = errors.New("fsm: token counter exhausted: the last token, " + maxTokenText + ", " +
 		"has been issued, so no lock can ever be granted again by this state (releases and expiry still work); " +
 		"tokens never wrap. This almost always means --token-floor was set too close to the maximum. " +
 		"To recover, reset the stored fencing tokens in every resource that checks them, then start a fresh " +
@@ -16,8 +19,8 @@ var (
 	ErrHeld = errors.New("fsm: key is held: wait for its release or the end of its lease")
 
 	// ErrFloorRange is returned by NewTable when the floor is above MaxToken.
-	ErrFloorRange = errors.New("fsm: token floor is above 9223372036854775807 (2^63-1): " +
-		"choose a --token-floor from 0 to 9223372036854775807; the first token is floor+1")
+	ErrFloorRange = fmt.Errorf("fsm: token floor is above %s: "+
+		"choose a --token-floor from 0 to %d; the first token is floor+1", maxTokenText, MaxToken)
 
 	// ErrTokenRange is returned by Restore for a holder whose token is 0 or
 	// above the table's last token: such a snapshot was not written by a

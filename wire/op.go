@@ -69,3 +69,20 @@ var (
 		OpProof:   {ProofSize, tailNone},
 	}
 )
+
+// Answers reports whether a response with op resp answers a request with op req (section
+// 3.2): A, T or B answer an acquire; R or N a release; P a ping; E answers every request.
+// Both the client and a follower that forwards requests match answers by this one rule.
+func Answers(req, resp Op) bool {
+	switch resp {
+	case OpError:
+		return req == OpAcquire || req == OpRelease || req == OpPing
+	case OpAcquire, OpTimeout, OpBusy:
+		return req == OpAcquire
+	case OpRelease, OpNotHeld:
+		return req == OpRelease
+	case OpPing:
+		return req == OpPing
+	}
+	return false
+}

@@ -98,7 +98,7 @@ func (c *conn) match(dec *wire.Decoder, p []byte, ds []delivery) ([]delivery, st
 			return ds, fmt.Sprintf("the leader sent %v owner %d %s: the connection is broken", r.Op, r.Owner, r.Reason)
 		}
 		e := c.inflight[r.Owner]
-		if e == nil || !answers(e.op, r.Op) {
+		if e == nil || !wire.Answers(e.op, r.Op) {
 			return ds, fmt.Sprintf("the leader sent %v for owner %d, which no request in flight can get", r.Op, r.Owner)
 		}
 		delete(c.inflight, r.Owner)
@@ -107,19 +107,6 @@ func (c *conn) match(dec *wire.Decoder, p []byte, ds []delivery) ([]delivery, st
 		ds = append(ds, delivery{out: e.out, r: a, key: e.key})
 	}
 	return ds, ""
-}
-
-// answers reports whether a request with op req can be answered with op resp (section 3.2).
-func answers(req, resp wire.Op) bool {
-	switch resp {
-	case wire.OpError:
-		return true
-	case wire.OpAcquire, wire.OpTimeout, wire.OpBusy:
-		return req == wire.OpAcquire
-	case wire.OpRelease, wire.OpNotHeld:
-		return req == wire.OpRelease
-	}
-	return false
 }
 
 // drained reports whether c is draining and has nothing left in flight.

@@ -1,6 +1,10 @@
 package forward
 
-import "time"
+import (
+	"time"
+
+	"github.com/latchd/latch/wire"
+)
 
 // stamp returns the wait to write for an acquire that asked for wait seconds and whose frame
 // the follower read at readAt, when it is written at now: the time left until readAt+wait,
@@ -13,15 +17,8 @@ func stamp(wait uint8, readAt, now time.Time) (stamped uint8, ok bool) {
 	if wait == 0 {
 		return 0, true
 	}
-	left := readAt.Add(time.Duration(wait) * time.Second).Sub(now)
-	if left <= 0 {
-		return 0, false
-	}
-	secs := (left + time.Second - 1) / time.Second
-	if secs > time.Duration(wait) {
-		return wait, true // now is before readAt (a clock that went back): never more than asked
-	}
-	return uint8(secs), true
+	// Never more than asked, even when now is before readAt (a clock that went back).
+	return wire.StampWait(readAt.Add(time.Duration(wait)*time.Second).Sub(now), wait)
 }
 
 // unsentDeadline is when an unsent request stops being worth sending: the end of an

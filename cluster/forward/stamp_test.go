@@ -3,8 +3,6 @@ package forward
 import (
 	"testing"
 	"time"
-
-	"github.com/latchd/latch/wire"
 )
 
 func TestStamp(t *testing.T) {
@@ -51,20 +49,5 @@ func TestUnsentDeadline(t *testing.T) {
 	}
 	if got := unsentDeadline(0, read, 5*time.Second); !got.Equal(read.Add(5 * time.Second)) {
 		t.Errorf("wait 0: unsent deadline %v after the read, want the unsent timeout", got.Sub(read))
-	}
-}
-
-func TestAnswers(t *testing.T) {
-	ok := map[[2]byte]bool{
-		{'A', 'A'}: true, {'A', 'T'}: true, {'A', 'B'}: true, {'A', 'E'}: true,
-		{'R', 'R'}: true, {'R', 'N'}: true, {'R', 'E'}: true,
-	}
-	for _, req := range []byte("AR") {
-		for _, resp := range []byte("ATBRNPEHV") {
-			want := ok[[2]byte{req, resp}]
-			if got := answers(wire.Op(req), wire.Op(resp)); got != want {
-				t.Errorf("answers(%c, %c) = %v, want %v", req, resp, got, want)
-			}
-		}
 	}
 }

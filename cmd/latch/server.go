@@ -44,7 +44,7 @@ func serverCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-keys", Value: def.MaxKeys, Usage: "hard limit of held keys (admission of new keys closes at 90%)", EnvVars: env("MAX_KEYS")},
 			&cli.IntFlag{Name: "max-waiters", Value: def.MaxWaiters, Usage: "hard limit of queued waiters (admission of waits closes at 90%)", EnvVars: env("MAX_WAITERS")},
 			&cli.IntFlag{Name: "max-conns", Value: server.DefaultMaxConns, Usage: "most client connections at once", EnvVars: env("MAX_CONNS")},
-			&cli.Uint64Flag{Name: "token-floor", Usage: "the first token is `N`+1 (0..9223372036854775807)", EnvVars: env("TOKEN_FLOOR")},
+			&cli.Uint64Flag{Name: "token-floor", Usage: fmt.Sprintf("the first token is `N`+1 (0..%d)", wire.MaxToken), EnvVars: env("TOKEN_FLOOR")},
 			&cli.BoolFlag{Name: "pprof", Usage: "serve Go's profiler under /debug/pprof/ on --http", EnvVars: env("PPROF")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error", EnvVars: env("LOG_LEVEL")},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json", EnvVars: env("LOG_FORMAT")},
