@@ -1,12 +1,21 @@
 // Package cluster is the latch node that both modes share: it decides every acquire and
 // release, keeps the FIFO waiters of each key, runs the three admission gates, and drives
 // lease expiry. The TCP session loop that feeds it lives in cluster/server, the HTTP
-// endpoints in cluster/admin.
+// endpoints in cluster/admin, the Raft side in cluster/raftnode.
 //
-// A single-mode server is a Node whose commands are applied in place to an in-memory
-// fsm.Table under the node's mutex: a grant, a release or an expiry is one table call. Cluster
-// mode (Raft) will route the same commands through the replicated log instead; the decisions
-// around them (admission, waiting, who is granted next, when a lease may end) stay here.
+// A decision becomes a state transition of the lock table through one seam, the applier
+// (applier.go): in single mode the node owns an in-memory fsm.Table and applies each
+// command in place under its mutex; in cluster mode the command is proposed to the
+// replicated log and its result comes back, in log order, when the leader applies its entry.
+// The decisions around them (admission, waiting, who is granted next, when a lease may end)
+// are the same code in both modes. Only the deciding node (single mode, or the established
+// leader) keeps a view of its keys (view.go); a follower keeps none and answers nothing
+// itself.
+//
+// Files by concept: node.go (the Node, sessions, drain, stats), acquire.go, release.go,
+// handoff.go (a freed key goes to its next waiter), waiters.go (queues and wait timers),
+// expire.go (the sweep and lazy expiry), leader.go (Lead and Follow), view.go, applier.go,
+// admission.go.
 //
 // What the package owns:
 //   - dispatch: acquire, release and ping semantics of PROTOCOL.md section 7;
@@ -16,5 +25,6 @@
 //     sweep every expiry.SweepInterval, and lazy expiry when a request touches a key.
 //
 // What it must never do: parse bytes (package wire does), block while holding its mutex
-// (replies go to a non-blocking Replier), or free a lock before its lease has run out.
+// (replies go to a non-blocking Replier), import cluster/raftnode (cmd/latch wires the two
+// together), or free a lock before its lease has run out.
 package cluster

@@ -33,9 +33,9 @@ func (n *Node) Sweep() (expired int) {
 	for {
 		n.mu.Lock()
 		now := n.mono(n.clock.Now())
-		_, more := expiry.PopDue(&n.heap, now, expiry.SweepChunk, func(it *expiry.Item) {
-			ks := n.keys[it.Key]
-			if ks == nil || &ks.item != it || ks.freeing {
+		_, more := expiry.PopDue(&n.view.heap, now, expiry.SweepChunk, func(it *expiry.Item) {
+			ks := n.view.keys[it.Key]
+			if ks == nil || &ks.item != it || ks.ending {
 				return // stale: not the key's current holder any more
 			}
 			expired++
@@ -56,47 +56,34 @@ func (n *Node) Close() {
 // expire frees ks because its lease ran out: an Expire command for exactly the current
 // holder's token, which frees the key only if that token still holds it.
 func (n *Node) expire(ks *keyState, now int64) {
-	n.heap.Remove(&ks.item)
-	ks.freeing = true
-	tok, epoch := fsm.Token(ks.item.Token), n.epoch
-	if n.local != nil {
-		r := fsm.Result{Kind: fsm.Stale}
-		if n.local.Expire(ks.item.Key, tok) {
-			r.Kind = fsm.Expired
-		}
-		n.expired(ks.item.Key, tok, epoch, r, nil, now)
-		return
-	}
-	cmd := fsm.Command{Kind: fsm.CmdExpire, Key: []byte(ks.item.Key), Token: tok}
-	n.beginGroup()
-	n.submit(cmd, func(r fsm.Result, err error) {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		n.expired(string(cmd.Key), tok, epoch, r, err, n.mono(n.clock.Now()))
-	})
-	n.handoff(ks, now)
-	n.endGroup()
+	n.view.heap.Remove(&ks.item)
+	ks.ending = true
+	op := expOp{key: ks.item.Key, token: fsm.Token(ks.item.Token), epoch: n.epoch}
+	n.ap.begin()
+	n.ap.apply(fsm.Command{Kind: fsm.CmdExpire, Key: []byte(op.key), Token: op.token}, then{kind: fsm.CmdExpire, exp: op})
+	n.grantNext(ks, now)
+	n.ap.end()
 }
 
-func (n *Node) expired(key string, tok fsm.Token, epoch uint64, r fsm.Result, err error, now int64) {
-	ks := n.keys[key]
-	mine := ks != nil && epoch == n.epoch && fsm.Token(ks.item.Token) == tok
+func (n *Node) expired(op expOp, r fsm.Result, err error, now int64) {
+	ks := n.view.keys[op.key]
+	mine := ks != nil && op.epoch == n.epoch && fsm.Token(ks.item.Token) == op.token
 	switch {
 	case err != nil:
 		if mine {
 			// Not applied, or not known to be: look again shortly. A lock is never freed
 			// before its lease ended, only later.
-			ks.freeing = false
+			ks.ending = false
 			ks.item.Deadline = now + int64(retryExpire)
-			n.heap.Push(&ks.item)
+			n.view.heap.Push(&ks.item)
 		}
 	case r.Kind == fsm.Expired:
 		n.m.expired.Inc()
 		if mine {
-			n.freed(ks, now)
+			n.holderGone(ks, now)
 		}
 	case mine:
-		// Stale for the view's own holder: no release of it is out (freeing kept them apart),
+		// Stale for the view's own holder: no release of it is out (ending kept them apart),
 		// so the view missed a change; the log is right.
 		n.resync(ks, r.Holder, now)
 	}

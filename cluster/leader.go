@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"time"
-
 	"github.com/latchd/latch/fsm"
 	"github.com/latchd/latch/wire"
 )
@@ -14,28 +12,23 @@ import (
 func (n *Node) Lead() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.rep == nil || n.leading {
+	if n.leading {
 		return
 	}
 	n.epoch++
-	n.keys = make(map[string]*keyState)
-	n.heap.Reset()
+	n.view.reset()
 	now := n.mono(n.clock.Now())
-	n.rep.State.Read(func(t *fsm.Table) {
+	n.ap.read(func(t *fsm.Table) {
 		if lt := t.LastToken(); lt > n.last {
 			n.last = lt
 		}
 		t.Range(func(key string, h fsm.Holder) bool {
-			ks := &keyState{}
-			ks.item.Key, ks.item.Token = key, uint64(h.Token)
-			ks.item.Deadline = now + int64(h.Lease)*int64(time.Second)
-			n.keys[key] = ks
-			n.heap.Push(&ks.item)
+			n.view.hold(n.view.state(key, nil), key, h.Token, h.Lease, now)
 			return true
 		})
 	})
 	n.leading = true
-	n.log.Info("leading: lock view rebuilt, every lease restarted in full", "keys", len(n.keys), "last_token", uint64(n.last))
+	n.log.Info("leading: lock view rebuilt, every lease restarted in full", "keys", len(n.view.keys), "last_token", uint64(n.last))
 }
 
 // Follow stops a cluster-mode node from deciding: waiters that were never proposed are
@@ -44,13 +37,12 @@ func (n *Node) Lead() {
 func (n *Node) Follow() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.rep == nil || !n.leading {
+	if !n.leading {
 		return
 	}
 	n.leading = false
 	n.epoch++
 	n.failWaiters(wire.ReasonUnavailable)
-	n.keys = make(map[string]*keyState)
-	n.heap.Reset()
+	n.view.reset()
 	n.log.Info("following: stopped deciding")
 }

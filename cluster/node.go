@@ -7,7 +7,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/latchd/latch/expiry"
 	"github.com/latchd/latch/fsm"
 	"github.com/latchd/latch/wire"
 )
@@ -28,16 +27,6 @@ type Conn struct {
 	gone    bool
 }
 
-// keyState is the node's view of a held key: the lease deadline of the current holder (an
-// item of the expiry heap, whose Token is the holder's token) and the FIFO of acquires
-// waiting for it.
-type keyState struct {
-	item    expiry.Item
-	q       *queue // nil until someone waits
-	handoff bool   // a waiter's acquire is proposed behind a release or expiry
-	freeing bool   // a release or expiry of the current holder is proposed
-}
-
 // Node decides acquires and releases for one lock table. All of its methods are safe for
 // concurrent use; decisions are serialised by one mutex, which is never held across I/O.
 //
@@ -46,19 +35,15 @@ type keyState struct {
 // order; the node only decides while it leads. See DESIGN.md.
 type Node struct {
 	mu       sync.Mutex
-	local    *fsm.Table  // single mode
-	rep      *Replicated // cluster mode
-	leading  bool        // single mode: always
-	epoch    uint64      // bumped at every leadership change; stale results leave the view alone
-	last     fsm.Token   // last token issued, as far as the node has seen
-	keys     map[string]*keyState
-	heap     expiry.Heap
-	pending  int // acquires received and not answered (waiters included)
-	waiters  int // live waiters over all keys
+	ap       applier   // how transitions reach the table (applier.go)
+	leading  bool      // single mode: from the start
+	epoch    uint64    // bumped at every leadership change; stale results leave the view alone
+	last     fsm.Token // last token issued, as far as the node has seen
+	view     view      // what the deciding node knows of its keys (view.go)
+	pending  int       // acquires received and not answered (waiters included)
+	waiters  int       // live waiters over all keys
 	gates    [3]Gate
 	draining bool
-	grouping bool       // cluster mode: submissions go to group until endGroup
-	group    []Proposal // commands to propose in one entry
 
 	clock  Clock
 	epoch0 time.Time
@@ -93,7 +78,6 @@ func NewNode(cfg Config) (*Node, error) {
 		cfg.Metrics = NewMetrics()
 	}
 	n := &Node{
-		keys:   make(map[string]*keyState),
 		gates:  [3]Gate{{Limit: cfg.MaxPending}, {Limit: cfg.MaxKeys}, {Limit: cfg.MaxWaiters}},
 		clock:  cfg.Clock,
 		epoch0: cfg.Clock.Now(),
@@ -103,14 +87,15 @@ func NewNode(cfg Config) (*Node, error) {
 		swept:  make(chan struct{}),
 	}
 	if cfg.Replicated != nil {
-		n.rep = cfg.Replicated
+		n.ap = &replicatedApplier{n: n, rep: cfg.Replicated}
 	} else {
 		table, err := fsm.NewTable(fsm.Token(cfg.TokenFloor))
 		if err != nil {
 			return nil, err
 		}
-		n.local, n.leading, n.last = table, true, table.LastToken()
+		n.ap, n.leading, n.last = &localApplier{n: n, table: table}, true, table.LastToken()
 	}
+	n.view.reset()
 	n.registerGauges()
 	return n, nil
 }
@@ -180,7 +165,7 @@ func (n *Node) Drain() {
 // failWaiters answers every live waiter that is not proposed E reason: no waiter can be
 // granted here any more (the node drains, stops leading, or the counter is exhausted).
 func (n *Node) failWaiters(reason wire.Reason) {
-	for _, ks := range n.keys {
+	for _, ks := range n.view.keys {
 		if ks.q == nil {
 			continue
 		}
@@ -207,7 +192,7 @@ type Stats struct {
 // observeGates re-evaluates every gate against its gauge. The caller holds n.mu.
 func (n *Node) observeGates() {
 	n.gates[gatePending].Admit(n.pending)
-	n.gates[gateKeys].Admit(len(n.keys))
+	n.gates[gateKeys].Admit(len(n.view.keys))
 	n.gates[gateWaiters].Admit(n.waiters)
 }
 
@@ -216,10 +201,10 @@ func (n *Node) Stats() Stats {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.observeGates()
-	keys, last := len(n.keys), n.last
-	if n.rep != nil && !n.leading {
+	keys, last := len(n.view.keys), n.last
+	if !n.leading {
 		// A follower has no view: report the replicated table it applies.
-		n.rep.State.Read(func(t *fsm.Table) { keys, last = t.Len(), t.LastToken() })
+		n.ap.read(func(t *fsm.Table) { keys, last = t.Len(), t.LastToken() })
 	}
 	return Stats{
 		Keys:        keys,

@@ -363,7 +363,7 @@ func TestQueueCompactsTimedOutWaiters(t *testing.T) {
 			t.Fatalf("round %d: %d timeouts, want 100", round, got)
 		}
 	}
-	ks := h.n.keys["k"]
+	ks := h.n.view.keys["k"]
 	if ks.q != nil && len(ks.q.ws)-ks.q.head > 200 {
 		t.Fatalf("queue keeps %d finished waiters; compaction is not working", len(ks.q.ws)-ks.q.head)
 	}

@@ -1,5 +1,7 @@
 package cluster
 
+import "github.com/latchd/latch/wire"
+
 // waiter is one acquire queued behind a key's holder. Its fields are guarded by the node's
 // mutex; done is set once, when it is granted, times out, is cancelled or is drained.
 type waiter struct {
@@ -69,4 +71,37 @@ func (q *queue) compact() {
 	}
 	clear(q.ws[len(live):])
 	q.ws, q.head, q.dead = live, 0, 0
+}
+
+// retire takes a live waiter out of the counts (it is being granted, timed out, cancelled
+// or answered unavailable). queued says it still sits in its key's queue, where its slot is
+// then skipped later.
+func (n *Node) retire(w *waiter, queued bool) {
+	if w.done {
+		return
+	}
+	w.done = true
+	if w.stop != nil {
+		w.stop()
+	}
+	n.waiters--
+	n.pending--
+	delete(w.c.waiting, w)
+	if q := w.ks.q; queued && q != nil {
+		q.dead++
+		q.compact()
+	}
+}
+
+func (n *Node) waitTimedOut(w *waiter) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if w.done || w.proposed {
+		return // granted, cancelled, or its acquire is in the log: the result decides
+	}
+	n.retire(w, true)
+	n.m.acqTimeout.Inc()
+	if !w.c.gone {
+		w.c.out.Reply(wire.Response{Op: wire.OpTimeout, Owner: w.owner})
+	}
 }
