@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 )
 
 // fakeClient is a one-connection client of fs on the fake clock clk.
-func fakeClient(t *testing.T, clk *fakeClock, servers ...string) *Client {
+func fakeClient(t *testing.T, clk *clustertest.FakeClock, servers ...string) *Client {
 	t.Helper()
 	return newTestClient(t, Config{Servers: servers, Conns: 1, Clock: clk})
 }
@@ -663,7 +664,7 @@ func TestFakeHealthPing(t *testing.T) {
 	tick := func(n int) {
 		t.Helper()
 		eventually(t, bound, "ping timer armed", func() bool {
-			return clk.hasTimerAt(start.Add(time.Duration(n) * 10 * time.Second))
+			return clk.HasTimerAt(start.Add(time.Duration(n) * 10 * time.Second))
 		})
 		clk.Advance(start.Add(time.Duration(n) * 10 * time.Second).Sub(clk.Now()))
 	}

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,75 +37,10 @@ var (
 // bound is the generous limit for anything that should happen "soon" in real time.
 const bound = 10 * time.Second
 
-// fakeClock is a Clock that moves only when a test advances it. Timers run their function
-// in a new goroutine, as time.AfterFunc does.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers map[*fakeTimer]struct{}
-}
-
-type fakeTimer struct {
-	at time.Time
-	f  func()
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), timers: map[*fakeTimer]struct{}{}}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if d <= 0 {
-		go f()
-		return func() bool { return false }
-	}
-	t := &fakeTimer{at: c.now.Add(d), f: f}
-	c.timers[t] = struct{}{}
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		_, ok := c.timers[t]
-		delete(c.timers, t)
-		return ok
-	}
-}
-
-// Advance moves the clock by d and starts every timer that is due, earliest first.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []*fakeTimer
-	for t := range c.timers {
-		if !t.at.After(c.now) {
-			due = append(due, t)
-			delete(c.timers, t)
-		}
-	}
-	c.mu.Unlock()
-	sort.Slice(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
-	for _, t := range due {
-		go t.f()
-	}
-}
-
-// hasTimerAt reports whether a timer is due exactly at at.
-func (c *fakeClock) hasTimerAt(at time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for t := range c.timers {
-		if t.at.Equal(at) {
-			return true
-		}
-	}
-	return false
+// newFakeClock is the client tests' clock: its timers run in their own goroutines, as
+// time.AfterFunc's do.
+func newFakeClock() *clustertest.FakeClock {
+	return clustertest.NewAsyncFakeClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 // eventually polls cond until it holds (clustertest.Eventually).

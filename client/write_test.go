@@ -49,7 +49,7 @@ func TestPingNeverOverlapsAnInlineWrite(t *testing.T) {
 	t.Cleanup(func() { cl.Close() })
 	fc := fs.next(t)
 	start := clk.Now()
-	eventually(t, bound, "ping timer", func() bool { return clk.hasTimerAt(start.Add(10 * time.Second)) })
+	eventually(t, bound, "ping timer", func() bool { return clk.HasTimerAt(start.Add(10 * time.Second)) })
 	clk.Advance(10 * time.Second)
 	<-oc.pingEntered
 	res := make(chan error, 1)

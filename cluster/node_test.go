@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 )
 
@@ -49,7 +50,7 @@ func (r *recorder) none(t *testing.T) {
 type harness struct {
 	t     *testing.T
 	n     *Node
-	clock *fakeClock
+	clock *clustertest.FakeClock
 }
 
 func newHarness(t *testing.T, mut func(*Config)) *harness {
@@ -63,7 +64,7 @@ func newHarness(t *testing.T, mut func(*Config)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, n: n, clock: cfg.Clock.(*fakeClock)}
+	return &harness{t: t, n: n, clock: cfg.Clock.(*clustertest.FakeClock)}
 }
 
 func (h *harness) conn() (*Conn, *recorder) {
