@@ -49,6 +49,12 @@ type testCluster struct {
 
 func startTestCluster(t *testing.T, n int, extra ...string) *testCluster {
 	t.Helper()
+	return startClusterWith(t, n, func(int) []string { return extra })
+}
+
+// startClusterWith is startTestCluster with flags of its own for each node i.
+func startClusterWith(t *testing.T, n int, perNode func(i int) []string) *testCluster {
+	t.Helper()
 	tc := &testCluster{t: t, raft: freePorts(t, n), dataDir: t.TempDir()}
 	var ic []string
 	for i, a := range tc.raft {
@@ -57,7 +63,7 @@ func startTestCluster(t *testing.T, n int, extra ...string) *testCluster {
 	for i := range n {
 		args := append([]string{"--mode", "cluster", "--id", fmt.Sprintf("n%d", i+1),
 			"--data-dir", filepath.Join(tc.dataDir, fmt.Sprintf("n%d", i+1)),
-			"--raft-addr", tc.raft[i], "--initial-cluster", strings.Join(ic, ",")}, extra...)
+			"--raft-addr", tc.raft[i], "--initial-cluster", strings.Join(ic, ",")}, perNode(i)...)
 		tc.args = append(tc.args, args)
 		tc.procs = append(tc.procs, spawnServer(t, nil, args...)) // they wait for each other
 	}
