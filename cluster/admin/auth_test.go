@@ -186,3 +186,31 @@ func TestClientCertificates(t *testing.T) {
 		}
 	}
 }
+
+// Concurrent calls with one captured signature: exactly one passes, whichever goroutine
+// wins; the others are replays.
+func TestReplayUnderConcurrency(t *testing.T) {
+	v := testVerifier(Credentials{AdminSecrets: [][]byte{adminNew}})
+	r := signed(t, adminNew, "DELETE", "/v1/peers/n2", nil, at)
+	const n = 32
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			c := r.Clone(r.Context())
+			_, err := v.Verify(c)
+			errs <- err
+		}()
+	}
+	passed := 0
+	for range n {
+		switch err := <-errs; {
+		case err == nil:
+			passed++
+		case !errors.Is(err, ErrReplayed):
+			t.Errorf("a copy of a valid call: %v, want nil or ErrReplayed", err)
+		}
+	}
+	if passed != 1 {
+		t.Fatalf("%d of %d copies of one signed call passed, want exactly 1", passed, n)
+	}
+}

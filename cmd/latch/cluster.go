@@ -245,6 +245,10 @@ func startCluster(c *cli.Context, log hclog.Logger, cred credentials, tlsCfg ser
 	} else if err != nil {
 		return nil, fmt.Errorf("--raft-addr: %w", err)
 	}
+	if joinAddr != "" && len(cred.peer) == 0 && tlsCfg.peer != nil && !strings.HasPrefix(joinAddr, "https://") {
+		return nil, fmt.Errorf("--join %s: a node proves its own join with its first --peer-secret-file line, or with its certificate "+
+			"over an https:// --join (the cluster's --http-tls): give --peer-secret-file, or join through https://", joinAddr)
+	}
 	adv := c.String("advertise")
 	switch {
 	case self >= 0 && adv == "":

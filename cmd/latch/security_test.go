@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -262,6 +263,7 @@ func TestKeyFilesOthersMayWrite(t *testing.T) {
 func TestClusterRefusesAnOpenPrincipal(t *testing.T) {
 	t.Parallel()
 	sec := newTestSecrets(t)
+	ca, cert, key := testPKI(t, t.TempDir(), "open")
 	base := []string{"server", "--mode", "cluster", "--id", "n1", "--data-dir", t.TempDir(), "--bootstrap",
 		"--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0", "--insecure"}
 	for _, c := range []struct {
@@ -272,8 +274,15 @@ func TestClusterRefusesAnOpenPrincipal(t *testing.T) {
 		{[]string{"--secret-file", sec.client, "--admin-secret-file", sec.admin}, []string{"--peer-secret-file"}},
 		{[]string{"--secret-file", sec.client, "--peer-secret-file", sec.peer}, []string{"--admin-secret-file", "--admin-tls-ca"}},
 		{[]string{"--peer-secret-file", sec.peer}, []string{"--admin-secret-file"}},
+		// Peers on mutual TLS alone cannot sign a join over plain HTTP.
+		{[]string{"--tls-cert", cert, "--tls-key", key, "--tls-ca", ca, "--admin-secret-file", sec.admin, "--join", "127.0.0.1:1"},
+			[]string{"--peer-secret-file", "https://"}},
 	} {
-		code, out := run(t, nil, append(base, c.args...)...)
+		args := append(base, c.args...)
+		if slices.Contains(c.args, "--join") {
+			args = slices.DeleteFunc(args, func(a string) bool { return a == "--bootstrap" })
+		}
+		code, out := run(t, nil, args...)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		ok := code != 0 && len(lines) == 1
 		for _, w := range c.want {
