@@ -114,7 +114,7 @@ func doSigned(ctx context.Context, a adminTarget, method, path string, body, sec
 	}
 	if secret != nil {
 		var to admin.Target
-		if _, _, err := roundTrip(ctx, hc, http.MethodGet, a.base+"/v1/status", nil, 1<<20, &to); err != nil {
+		if err := getJSON(ctx, hc, a.base+"/v1/status", &to); err != nil {
 			return nil, nil, fmt.Errorf("asking the node which run to sign for (GET /v1/status): %w", err)
 		}
 		if err := admin.Sign(req, secret, to, admin.Digest(body), time.Now()); err != nil {
@@ -124,17 +124,17 @@ func doSigned(ctx context.Context, a adminTarget, method, path string, body, sec
 	return do(hc, req, limit)
 }
 
-// roundTrip sends one request with hc and decodes its JSON answer into out.
-func roundTrip(ctx context.Context, hc *http.Client, method, url string, body []byte, limit int64, out any) (http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+// getJSON GETs url with hc and decodes the JSON answer into out.
+func getJSON(ctx context.Context, hc *http.Client, url string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	h, data, err := do(hc, req, limit)
-	if err == nil && out != nil {
-		err = json.Unmarshal(data, out)
+	_, data, err := do(hc, req, 1<<20)
+	if err != nil {
+		return err
 	}
-	return h, data, err
+	return json.Unmarshal(data, out)
 }
 
 // do sends req and returns the answer's headers and body (at most limit bytes), turning a
