@@ -21,7 +21,7 @@ import (
 // The admin channel of the peer port carries what a node asks another node directly: a
 // follower forwards membership changes, backups and restores to the leader, and a node about
 // to bootstrap asks the other initial members what they hold. cluster/peer authenticates the
-// connection (cluster secret or mutual TLS), so requests carry no signature of their own.
+// connection (peer secret or mutual TLS), so requests carry no signature of their own.
 //
 // One request per connection: a JSON line (ChannelRequest), followed for "restore" by Size
 // bytes of backup; the answer is a JSON line (channelResponse), followed for "snapshot" by

@@ -1,10 +1,14 @@
 // Package admin is a node's HTTP side: /healthz (the process serves), /readyz (the node can
 // take requests now), /metrics (Prometheus text format, from the node's own registry),
 // /v1/status, and in cluster mode /v1/peers (list, add, remove), /v1/snapshot (a backup) and
-// /v1/restore. Changes and backups are signed with the cluster secret or, where the node
-// verifies client certificates, made with one (auth.go); they are forwarded to the leader over
-// the peer port's admin channel (ServeChannel, CallChannel).
+// /v1/restore. The reads are open and reveal no key names; changes and backups need the
+// operator's credential (an admin secret or a certificate of the admin CA), and a peer's
+// credential may only add or promote its own node (auth.go, docs/SECURITY.md). A signature
+// names the node and the run it is for and covers a digest of the body, so it is checked
+// before any body is read and cannot be replayed elsewhere or later. Changes are forwarded to
+// the leader over the peer port's admin channel (ServeChannel, CallChannel), which the peer
+// credential authenticates: the leader does not check again what the follower verified.
 //
-// It must never serve the lock protocol, and changes lock state only by a restore, which the
-// leader's raft node carries out.
+// It never serves the lock protocol, never takes the client secret as a credential, and
+// changes lock state only by a restore, which the leader's raft node carries out.
 package admin

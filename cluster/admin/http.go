@@ -16,7 +16,7 @@ type Options struct {
 	// Status, if set, is served as JSON at GET /v1/status.
 	Status func() any
 	// Cluster, if set, serves membership at /v1/peers and backups at /v1/snapshot and
-	// /v1/restore; changes and backups are checked by Verifier.
+	// /v1/restore; changes and backups are checked by Verifier (nil: every call passes).
 	Cluster  Cluster
 	Verifier *Verifier
 }
@@ -60,7 +60,7 @@ func Handler(reg *prometheus.Registry, ready func() error, o Options) http.Handl
 	if o.Cluster != nil {
 		v := o.Verifier
 		if v == nil {
-			v = NewVerifier(nil, nil)
+			v = NewVerifier(Target{}, Credentials{}, nil)
 		}
 		membership(mux, o.Cluster, v)
 		snapshots(mux, o.Cluster, v)

@@ -33,6 +33,9 @@ type Cluster interface {
 	Restore(ctx context.Context, data []byte, floor uint64) (raftnode.Restored, error)
 	// State is this node's own view, for a peer deciding whether to bootstrap.
 	State() (NodeState, error)
+	// CheckSelf returns nil when the node that answers at addr (asked over the peer port)
+	// is id: a peer credential may add or promote only the node that made the call.
+	CheckSelf(ctx context.Context, id, addr string) error
 }
 
 // ErrNotFound marks a member id that is not in the configuration (HTTP 404).
@@ -88,7 +91,8 @@ func writeChangeErr(w http.ResponseWriter, err error, check string) {
 	writeErr(w, code, err)
 }
 
-// membership adds /v1/peers to mux. Mutating calls must be signed (Verifier).
+// membership adds /v1/peers to mux. Listing the members is open (it shows ids and peer
+// addresses, as /v1/status does); changes need the operator, or a peer adding itself.
 func membership(mux *http.ServeMux, c Cluster, v *Verifier) {
 	mux.HandleFunc("GET /v1/peers", func(w http.ResponseWriter, r *http.Request) {
 		ms, err := c.Members()
@@ -99,7 +103,11 @@ func membership(mux *http.ServeMux, c Cluster, v *Verifier) {
 		writeJSON(w, http.StatusOK, ms)
 	})
 	mux.HandleFunc("POST /v1/peers", func(w http.ResponseWriter, r *http.Request) {
-		body, ok := verified(w, r, v)
+		who, ok := authorize(w, r, v, Peer)
+		if !ok {
+			return
+		}
+		body, ok := readBody(w, r, maxBody)
 		if !ok {
 			return
 		}
@@ -114,6 +122,12 @@ func membership(mux *http.ServeMux, c Cluster, v *Verifier) {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 		defer cancel()
+		if who == Peer {
+			if err := c.CheckSelf(ctx, req.ID, req.Addr); err != nil {
+				writeErr(w, http.StatusForbidden, fmt.Errorf("%w (%v)", ErrPeerOnly, err))
+				return
+			}
+		}
 		if err := c.AddMember(ctx, req.ID, req.Addr, !req.Nonvoter); err != nil {
 			writeChangeErr(w, err, "latch peers list")
 			return
@@ -121,7 +135,10 @@ func membership(mux *http.ServeMux, c Cluster, v *Verifier) {
 		writeJSON(w, http.StatusOK, map[string]string{"added": req.ID})
 	})
 	mux.HandleFunc("DELETE /v1/peers/{id}", func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := verified(w, r, v); !ok {
+		if _, ok := authorize(w, r, v, Operator); !ok {
+			return
+		}
+		if _, ok := readBody(w, r, maxBody); !ok {
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
@@ -135,15 +152,31 @@ func membership(mux *http.ServeMux, c Cluster, v *Verifier) {
 	})
 }
 
-// verified reads the body and checks its signature, answering 401 when it fails.
-func verified(w http.ResponseWriter, r *http.Request, v *Verifier) ([]byte, bool) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
-	if err != nil {
-		writeErr(w, http.StatusBadRequest, err)
-		return nil, false
-	}
-	if err := v.Verify(r, body); err != nil {
+// authorize checks r's credential from its headers, before any of its body is read: 401 when
+// it proves nothing (or fails), 403 when it proves less than need.
+func authorize(w http.ResponseWriter, r *http.Request, v *Verifier, need Principal) (Principal, bool) {
+	who, err := v.Verify(r)
+	switch {
+	case err != nil:
 		writeErr(w, http.StatusUnauthorized, err)
+		return NoOne, false
+	case who < need:
+		writeErr(w, http.StatusForbidden, ErrPeerOnly)
+		return NoOne, false
+	}
+	return who, true
+}
+
+// readBody reads an authorized call's body through its signed digest (VerifiedBody),
+// answering 413 or 400 when it is refused.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	body, err := VerifiedBody(r, limit)
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		writeErr(w, http.StatusRequestEntityTooLarge, fmt.Errorf("%w (at most %d bytes)", err, limit))
+		return nil, false
+	case err != nil:
+		writeErr(w, http.StatusBadRequest, err)
 		return nil, false
 	}
 	return body, true

@@ -5,14 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 
 	"github.com/latchd/latch/fsm"
 )
 
-// Backup and restore over HTTP (both signed like membership changes):
+// Backup and restore over HTTP (both need the operator's credential, auth.go):
 //
 //	GET  /v1/snapshot                  200: the backup (application/octet-stream, the FSM's
 //	                                   snapshot format), described by the X-Latch-Snapshot-*
@@ -32,7 +31,7 @@ const (
 
 func snapshots(mux *http.ServeMux, c Cluster, v *Verifier) {
 	mux.HandleFunc("GET /v1/snapshot", func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := verified(w, r, v); !ok {
+		if _, ok := authorize(w, r, v, Operator); !ok {
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), transferTimeout)
@@ -60,10 +59,11 @@ func snapshots(mux *http.ServeMux, c Cluster, v *Verifier) {
 			writeErr(w, http.StatusBadRequest, fmt.Errorf("restore: token_floor %q: give a number 0..%d (see deploy/README.md on choosing it)", q, uint64(fsm.MaxToken)))
 			return
 		}
-		// Before up to 1 GiB is read: the credential must be able to pass, the size must fit,
-		// and only one restore body is held at a time.
-		if err := v.Precheck(r); err != nil {
-			writeErr(w, http.StatusUnauthorized, err)
+		// Before a byte of up to 1 GiB is read: the credential must pass (from the headers:
+		// the signature covers the body's digest), the size must fit, and only one restore
+		// body is held at a time. The body is then checked against the signed digest as it
+		// is read, and nothing is applied if it does not match.
+		if _, ok := authorize(w, r, v, Operator); !ok {
 			return
 		}
 		if r.ContentLength > MaxSnapshot {
@@ -77,17 +77,8 @@ func snapshots(mux *http.ServeMux, c Cluster, v *Verifier) {
 			writeErr(w, http.StatusServiceUnavailable, errors.New("restore: another restore is being received by this node; wait for it to finish"))
 			return
 		}
-		data, err := io.ReadAll(io.LimitReader(r.Body, MaxSnapshot+1))
-		if err != nil {
-			writeErr(w, http.StatusBadRequest, err)
-			return
-		}
-		if len(data) > MaxSnapshot {
-			writeErr(w, http.StatusRequestEntityTooLarge, fmt.Errorf("restore: backup larger than %d bytes", MaxSnapshot))
-			return
-		}
-		if err := v.Verify(r, data); err != nil {
-			writeErr(w, http.StatusUnauthorized, err)
+		data, ok := readBody(w, r, MaxSnapshot)
+		if !ok {
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), transferTimeout)

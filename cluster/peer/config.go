@@ -16,9 +16,10 @@ import (
 // MaxHandshakes and Logger; Dial uses Secrets, ClientTLS and HandshakeTimeout. A node passes
 // the same Config to both.
 type Config struct {
-	// Secrets are the cluster's shared secrets (--secret-file), each at least
-	// wire.MinSecretLen bytes. The listener accepts a proof made with any of them; the dialer
-	// proves with the first. Empty: no secret is asked for or offered.
+	// Secrets are the cluster's peer secrets (--peer-secret-file; never the client secrets of
+	// --secret-file, or a client could talk Raft), each at least wire.MinSecretLen bytes. The
+	// listener accepts a proof made with any of them; the dialer proves with the first.
+	// Empty: no secret is asked for or offered.
 	Secrets [][]byte
 
 	// TLS is the listener's TLS config. Nil: no TLS. It must require and verify client

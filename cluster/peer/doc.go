@@ -11,8 +11,11 @@
 // # Authentication (PROTOCOL.md section 9)
 //
 // With TLS configured, the connection is first wrapped in mutual TLS 1.3 (both sides present
-// a certificate signed by the cluster CA). With secrets configured (--secret-file), the dialer
-// and the listener then prove to each other that they hold a shared secret. With both, both
+// a certificate signed by the cluster CA, --tls-ca). With secrets configured
+// (--peer-secret-file), the dialer and the listener then prove to each other that they hold a
+// peer secret. The peer credential belongs to the nodes alone: clients prove another secret
+// (--secret-file) on another port, and operators another one (--admin-secret-file) over HTTP;
+// neither opens this port (docs/SECURITY.md). With both, both
 // happen, TLS first. With neither, the exchange below carries no proof, just the channel byte:
 // that is the insecure single-host setup, and whether to allow it is the caller's decision
 // (Config.Authenticated says which it is), not this package's.
@@ -41,7 +44,9 @@
 // client protocol's (wire), so no proof of one kind stands in for another. The listener
 // accepts a proof made with any of its secrets and answers with the same one; the dialer
 // proves with its first secret and accepts only a server proof made with it. That is how
-// secrets rotate: give every node [old, new], then [new, old], then [new].
+// secrets rotate: give every node [old, new], then [new, old], then [new]. It is also how a
+// cluster moves from one shared secret to a peer secret of its own: the old shared secret is
+// the old, the peer secret the new (deploy/README.md).
 //
 // Secrets authenticate the handshake only: nothing after it is encrypted or MACed, so an
 // attacker on the path (not merely one who can connect) could read or inject Raft traffic.
@@ -66,6 +71,6 @@
 //
 // It never decides anything about locks or Raft state, never parses the bytes of a channel's
 // protocol, and never reads or writes a connection after handing it to its channel. Who may
-// join the cluster is decided by who holds the secret or a certificate from the cluster CA;
-// this package checks the proof, not the identity behind it.
+// join the cluster is decided by who holds the peer secret or a certificate from the cluster
+// CA; this package checks the proof, not the identity behind it.
 package peer

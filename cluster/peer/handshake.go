@@ -32,10 +32,10 @@ const (
 
 // Errors a dialer sees; Dial wraps them with the address and channel.
 var (
-	ErrRejected        = errors.New("the listener rejected the connection: check that both nodes hold the same --secret-file and that the channel is served")
-	ErrServerProof     = errors.New("the listener failed to prove it holds the cluster secret: it is not a node of this cluster, so the connection was dropped")
-	ErrSecretRequired  = errors.New("the listener requires a secret this node does not have: start it with the cluster's --secret-file")
-	ErrNoSecretOffered = errors.New("the listener does not ask for a secret but this node has one: refusing to talk to it; give every node the same --secret-file")
+	ErrRejected        = errors.New("the listener rejected the connection: check that both nodes hold the same --peer-secret-file (the client secret opens no peer port) and that the channel is served")
+	ErrServerProof     = errors.New("the listener failed to prove it holds the peer secret: it is not a node of this cluster, so the connection was dropped")
+	ErrSecretRequired  = errors.New("the listener requires a secret this node does not have: start it with the cluster's --peer-secret-file")
+	ErrNoSecretOffered = errors.New("the listener does not ask for a secret but this node has one: refusing to talk to it; give every node the same --peer-secret-file")
 	ErrNotPeerPort     = errors.New("the address does not answer as a latch/1 peer port: check the peer address (--raft-addr) dialled, and that both nodes run the same latch version")
 	ErrUnknownChannel  = errors.New("unknown peer channel: use ChannelRaft, ChannelForward or ChannelAdmin")
 )

@@ -42,6 +42,34 @@ func TestSecretRotation(t *testing.T) {
 	}
 }
 
+// Moving a cluster from one shared secret (old: --secret-file was the peer secret too) to a
+// peer secret of its own (deploy/README.md): an old-config node holds [shared]; an upgraded
+// node first holds [shared, peer] and talks to it both ways; once every node accepts peer,
+// [peer, shared] proves peer; a node still on [shared] alone is then turned away, which is why
+// the procedure waits for the first roll to end before the second.
+func TestUpgradeFromOneSharedSecret(t *testing.T) {
+	shared, peerOnly := secretOld, secretNew
+	old := listen(t, testConfig(t, shared))
+	step1 := listen(t, testConfig(t, shared, peerOnly))
+	for _, c := range []struct {
+		name string
+		to   *Mux
+		cfg  Config
+	}{
+		{"step 1 dials an old node", old, testConfig(t, shared, peerOnly)},
+		{"an old node dials step 1", step1, testConfig(t, shared)},
+		{"step 2 dials step 1", step1, testConfig(t, peerOnly, shared)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn := dial(t, c.to.Addr().String(), ChannelRaft, c.cfg)
+			sayAndHear(t, conn, accept(t, c.to.Listener(ChannelRaft)), c.name)
+		})
+	}
+	if err := dialErr(t, old.Addr().String(), ChannelRaft, testConfig(t, peerOnly, shared)); !errors.Is(err, ErrRejected) {
+		t.Fatalf("step 2 dialing a node that never got the peer secret: %v, want ErrRejected", err)
+	}
+}
+
 // A wrong secret gets the dialer an error and the listener never hands the connection on.
 func TestWrongSecretRejected(t *testing.T) {
 	m := listen(t, testConfig(t, secretOld, secretNew))

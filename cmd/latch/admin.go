@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -18,31 +17,38 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/cluster/admin"
-	"github.com/latchd/latch/wire"
 )
 
 // adminTarget is a node's --http as admin calls reach it: "host:port" or "http://host:port"
 // is plain HTTP, "https://host:port" is TLS.
 type adminTarget struct {
-	base   string // scheme://host:port
-	client *http.Client
+	base string      // scheme://host:port
+	tls  *tls.Config // for https:// (nil: the system's roots, no client certificate)
 }
 
-// newAdminTarget returns the target for addr; tc is the TLS config for https:// (nil: the
-// system's roots, no client certificate). Every call uses a new connection: --join behind a
-// Service (or a DNS name with several nodes) then reaches another node on each retry instead
-// of sticking to the one its first connection went to.
+// newAdminTarget returns the target for addr; tc is the TLS config for https://.
 func newAdminTarget(addr string, tc *tls.Config) adminTarget {
-	tr := &http.Transport{DisableKeepAlives: true, Proxy: http.ProxyFromEnvironment}
-	base := "http://" + strings.TrimPrefix(addr, "http://")
 	if rest, ok := strings.CutPrefix(addr, "https://"); ok {
-		base, tr.TLSClientConfig = "https://"+rest, tc
+		return adminTarget{base: "https://" + rest, tls: tc}
 	}
-	return adminTarget{base: base, client: &http.Client{Transport: tr}}
+	return adminTarget{base: "http://" + strings.TrimPrefix(addr, "http://")}
+}
+
+// client returns the HTTP client of one admin call, and the func that closes its
+// connection. Every call has a connection of its own: --join behind a Service (or a DNS name
+// with several nodes) then reaches another node on each retry instead of sticking to the
+// one its first connection went to. Within the call the connection is kept, so that a
+// signed call asks /v1/status of the same node it then sends the call to.
+func (a adminTarget) client() (*http.Client, func()) {
+	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, MaxConnsPerHost: 1, TLSClientConfig: a.tls}
+	return &http.Client{Transport: tr}, tr.CloseIdleConnections
 }
 
 // adminTargetOf is the target of an admin verb's --http, with its TLS flags.
 func adminTargetOf(c *cli.Context) (adminTarget, error) {
+	if c.IsSet("secret-file") {
+		return adminTarget{}, errClientSecretForAdmin
+	}
 	tc, err := adminTLS(c)
 	if err != nil {
 		return adminTarget{}, err
@@ -56,32 +62,33 @@ const adminTimeout = 40 * time.Second
 func adminFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "http", Value: "127.0.0.1:7402", Usage: "`ADDR` of any node's --http: host:port, or https://host:port for a node with --http-tls", EnvVars: env("HTTP")},
-		&cli.StringFlag{Name: "secret-file", Usage: "`FILE` whose first line signs membership changes", EnvVars: env("SECRET_FILE")},
+		&cli.StringFlag{Name: "admin-secret-file", Usage: "`FILE` whose first line signs admin calls (membership changes, backups, restores): a line of the nodes' --admin-secret-file", EnvVars: env("ADMIN_SECRET_FILE")},
+		// Not an admin credential: set, it gets an error saying which flag to use.
+		&cli.StringFlag{Name: "secret-file", Hidden: true},
 		&cli.StringFlag{Name: "tls-ca", Usage: "PEM `FILE` of the CA that signed the nodes' certificates (https:// --http; default: the system's roots)", EnvVars: env("TLS_CA")},
-		&cli.StringFlag{Name: "tls-cert", Usage: "PEM `FILE` of a client certificate to present (https:// --http): signed by the cluster CA, it authorizes changes", EnvVars: env("TLS_CERT")},
+		&cli.StringFlag{Name: "tls-cert", Usage: "PEM `FILE` of a client certificate to present (https:// --http): signed by the nodes' --admin-tls-ca, it authorizes admin calls", EnvVars: env("TLS_CERT")},
 		&cli.StringFlag{Name: "tls-key", Usage: "PEM `FILE` of the client certificate's private key", EnvVars: env("TLS_KEY")},
 		&cli.StringFlag{Name: "tls-server-name", Usage: "check the node's certificate for `NAME` instead of the host in --http", EnvVars: env("TLS_SERVER_NAME")},
 	}
 }
 
-// adminSecret is the first secret of --secret-file, or nil.
+// errClientSecretForAdmin refuses --secret-file on an admin verb.
+var errClientSecretForAdmin = errors.New("--secret-file is the client secret and authorizes no admin call: " +
+	"pass --admin-secret-file FILE (a line of the nodes' --admin-secret-file); status and peers list need none")
+
+// adminSecret is the first secret of --admin-secret-file, or nil.
 func adminSecret(c *cli.Context) ([]byte, error) {
-	f := c.String("secret-file")
-	if f == "" {
-		return nil, nil
+	if c.IsSet("secret-file") {
+		return nil, errClientSecretForAdmin
 	}
-	data, err := os.ReadFile(f)
-	if err != nil {
-		return nil, fmt.Errorf("--secret-file: %w", err)
-	}
-	s, err := wire.ParseSecrets(data)
-	if err != nil {
-		return nil, fmt.Errorf("--secret-file %s: %w", f, err)
+	s, err := readSecrets("admin-secret-file", c.String("admin-secret-file"), nil)
+	if len(s) == 0 {
+		return nil, err
 	}
 	return s[0], nil
 }
 
-// callSigned sends a (signed, when secret is set) admin request for path (and query) to a
+// callSigned sends an admin request (signed, when secret is set) for path (and query) to a
 // and decodes a JSON answer into out, turning an {"error": ...} answer into an error.
 func callSigned(ctx context.Context, a adminTarget, method, path string, body, secret []byte, out any) error {
 	_, data, err := doSigned(ctx, a, method, path, body, secret, 1<<20)
@@ -94,19 +101,46 @@ func callSigned(ctx context.Context, a adminTarget, method, path string, body, s
 	return nil
 }
 
-// doSigned sends a (signed, when secret is set) admin request and returns the answer's
-// headers and body (at most limit bytes), turning a non-2xx answer into an error.
+// doSigned sends an admin request and returns the answer's headers and body (at most limit
+// bytes), turning a non-2xx answer into an error. With secret, it first asks the node's
+// /v1/status for its id and boot id, on the same connection, and signs the call for them:
+// a signature is good on that node, in that run, once.
 func doSigned(ctx context.Context, a adminTarget, method, path string, body, secret []byte, limit int64) (http.Header, []byte, error) {
+	hc, done := a.client()
+	defer done()
 	req, err := http.NewRequestWithContext(ctx, method, a.base+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, err
 	}
 	if secret != nil {
-		if err := admin.Sign(req, secret, body, time.Now()); err != nil {
+		var to admin.Target
+		if err := getJSON(ctx, hc, a.base+"/v1/status", &to); err != nil {
+			return nil, nil, fmt.Errorf("asking the node which run to sign for (GET /v1/status): %w", err)
+		}
+		if err := admin.Sign(req, secret, to, admin.Digest(body), time.Now()); err != nil {
 			return nil, nil, err
 		}
 	}
-	resp, err := a.client.Do(req)
+	return do(hc, req, limit)
+}
+
+// getJSON GETs url with hc and decodes the JSON answer into out.
+func getJSON(ctx context.Context, hc *http.Client, url string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	_, data, err := do(hc, req, 1<<20)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
+}
+
+// do sends req and returns the answer's headers and body (at most limit bytes), turning a
+// non-2xx answer into an error.
+func do(hc *http.Client, req *http.Request, limit int64) (http.Header, []byte, error) {
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -77,9 +77,13 @@ func benchAction(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("latch bench: %v", err), exitUsage)
 	}
+	secret, err := clientSecret(c)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("latch bench: %v", err), exitUsage)
+	}
 	cls := make([]*client.Client, clients)
 	for i := range cls {
-		cl, err := client.New(client.Config{Servers: c.StringSlice("servers"), SecretFile: c.String("secret-file"), Conns: 1, TLS: tc})
+		cl, err := client.New(client.Config{Servers: c.StringSlice("servers"), Secret: secret, Conns: 1, TLS: tc})
 		if err != nil {
 			return cli.Exit(fmt.Sprintf("latch bench: %v", err), exitUsage)
 		}

@@ -61,15 +61,29 @@ func newClient(c *cli.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, cli.Exit(fmt.Sprintf("latch %s: %v", c.Command.Name, err), exitUsage)
 	}
+	secret, err := clientSecret(c)
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("latch %s: %v", c.Command.Name, err), exitUsage)
+	}
 	cl, err := client.New(client.Config{
-		Servers:    c.StringSlice("servers"),
-		SecretFile: c.String("secret-file"),
-		TLS:        tc,
+		Servers: c.StringSlice("servers"),
+		Secret:  secret,
+		TLS:     tc,
 	})
 	if err != nil {
 		return nil, cli.Exit(fmt.Sprintf("latch %s: %s", c.Command.Name, strings.TrimPrefix(err.Error(), "latch: ")), exitUsage)
 	}
 	return cl, nil
+}
+
+// clientSecret is the first secret of --secret-file (nil without it), read by readKeyFile:
+// a file others may write is refused.
+func clientSecret(c *cli.Context) ([]byte, error) {
+	s, err := readSecrets("secret-file", c.String("secret-file"), nil)
+	if len(s) == 0 {
+		return nil, err
+	}
+	return s[0], nil
 }
 
 // exitFor maps a client error to the documented exit code, with the error's message.

@@ -221,7 +221,7 @@ func (p *clusterParts) serveForwarded(srv *server.Server) {
 }
 
 // startCluster opens the peer port and the raft node behind a cluster-mode node.
-func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg serverTLS, node *cluster.Node, late *lateRaft, floor uint64) (*clusterParts, error) {
+func startCluster(c *cli.Context, log hclog.Logger, cred credentials, tlsCfg serverTLS, node *cluster.Node, late *lateRaft, floor uint64) (*clusterParts, error) {
 	id, dir := c.String("id"), c.String("data-dir")
 	if id == "" || dir == "" {
 		return nil, errors.New("cluster mode needs --id and --data-dir")
@@ -238,8 +238,16 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg ser
 	if len(initial) > 0 && self < 0 && joinAddr == "" {
 		return nil, fmt.Errorf("--id %q is not in --initial-cluster: list it there, or give --join ADDR (any member's --http) so the cluster adds it", id)
 	}
-	if err := server.CheckListen(c.String("raft-addr"), len(secrets) > 0 || tlsCfg.peer != nil, c.Bool("insecure")); err != nil {
-		return nil, fmt.Errorf("--raft-addr: %w (or give the peers mutual TLS with --tls-ca)", err)
+	if err := server.CheckListen(c.String("raft-addr"), len(cred.peer) > 0 || tlsCfg.peer != nil, c.Bool("insecure")); errors.Is(err, server.ErrInsecureListen) {
+		return nil, fmt.Errorf("--raft-addr %s: refusing a non-loopback peer port that nothing authenticates: anyone who can reach it "+
+			"could speak Raft to this node; pass --peer-secret-file FILE or mutual TLS between peers (--tls-cert, --tls-key, --tls-ca), "+
+			"or --insecure if the network is trusted", c.String("raft-addr"))
+	} else if err != nil {
+		return nil, fmt.Errorf("--raft-addr: %w", err)
+	}
+	if joinAddr != "" && len(cred.peer) == 0 && tlsCfg.peer != nil && !strings.HasPrefix(joinAddr, "https://") {
+		return nil, fmt.Errorf("--join %s: a node proves its own join with its first --peer-secret-file line, or with its certificate "+
+			"over an https:// --join (the cluster's --http-tls): give --peer-secret-file, or join through https://", joinAddr)
 	}
 	adv := c.String("advertise")
 	switch {
@@ -258,7 +266,8 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg ser
 		return nil, err
 	}
 	pcfg := peer.DefaultConfig()
-	pcfg.Secrets, pcfg.Logger = secrets, log.Named("peer")
+	// The peer port takes the peer secrets only: the client secret opens none of it.
+	pcfg.Secrets, pcfg.Logger = cred.peer, log.Named("peer")
 	pcfg.TLS, pcfg.ClientTLS = tlsCfg.peer, tlsCfg.dial
 	mux, err := peer.Listen(c.String("raft-addr"), pcfg)
 	if err != nil {
@@ -316,9 +325,11 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg ser
 	if joinAddr != "" && !bootstrap {
 		ctx, cancel := context.WithCancel(context.Background())
 		parts.stopJoin = cancel
+		// A node signs its own join with its peer secret (or proves it with its certificate
+		// over an https:// --join): the cluster lets a peer add or promote only itself.
 		var secret []byte
-		if len(secrets) > 0 {
-			secret = secrets[0]
+		if len(cred.peer) > 0 {
+			secret = cred.peer[0]
 		}
 		go join(ctx, log.Named("join"), r, joinAddr, newAdminTarget(joinAddr, tlsCfg.admin), id, adv, secret)
 	}
@@ -486,6 +497,19 @@ func (m membership) Restore(ctx context.Context, data []byte, floor uint64) (raf
 		return err
 	})
 	return res, err
+}
+
+// CheckSelf asks the node at addr who it is, over the peer port: a call signed with a peer
+// credential may add or promote only that node.
+func (m membership) CheckSelf(ctx context.Context, id, addr string) error {
+	st, err := probe(ctx, m.mux, addr)
+	if err != nil {
+		return fmt.Errorf("no answer from %s to check it is %q: %w", addr, id, err)
+	}
+	if st.ID != id {
+		return fmt.Errorf("the node at %s is %q, not %q", addr, st.ID, id)
+	}
+	return nil
 }
 
 func (m membership) State() (admin.NodeState, error) {

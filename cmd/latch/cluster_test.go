@@ -49,6 +49,12 @@ type testCluster struct {
 
 func startTestCluster(t *testing.T, n int, extra ...string) *testCluster {
 	t.Helper()
+	return startClusterWith(t, n, func(int) []string { return extra })
+}
+
+// startClusterWith is startTestCluster with flags of its own for each node i.
+func startClusterWith(t *testing.T, n int, perNode func(i int) []string) *testCluster {
+	t.Helper()
 	tc := &testCluster{t: t, raft: freePorts(t, n), dataDir: t.TempDir()}
 	var ic []string
 	for i, a := range tc.raft {
@@ -57,7 +63,7 @@ func startTestCluster(t *testing.T, n int, extra ...string) *testCluster {
 	for i := range n {
 		args := append([]string{"--mode", "cluster", "--id", fmt.Sprintf("n%d", i+1),
 			"--data-dir", filepath.Join(tc.dataDir, fmt.Sprintf("n%d", i+1)),
-			"--raft-addr", tc.raft[i], "--initial-cluster", strings.Join(ic, ",")}, extra...)
+			"--raft-addr", tc.raft[i], "--initial-cluster", strings.Join(ic, ",")}, perNode(i)...)
 		tc.args = append(tc.args, args)
 		tc.procs = append(tc.procs, spawnServer(t, nil, args...)) // they wait for each other
 	}
@@ -356,18 +362,16 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 		t.Skip("starts five processes; skipped with -short")
 	}
 	t.Parallel()
-	secret := filepath.Join(t.TempDir(), "secret")
-	if err := os.WriteFile(secret, []byte(strings.Repeat("k", 40)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tc := startTestCluster(t, 3, "--secret-file", secret)
+	sec := newTestSecrets(t)
+	secret := sec.admin
+	tc := startTestCluster(t, 3, sec.serverArgs()...)
 	l := tc.leader()
 	f := (l + 1) % 3
 	extra := freePorts(t, 2)
 	for i, addr := range extra {
 		id := fmt.Sprintf("n%d", 4+i)
-		p := startServer(t, nil, "--mode", "cluster", "--id", id, "--data-dir", filepath.Join(tc.dataDir, id),
-			"--raft-addr", addr, "--join", tc.procs[f].http, "--secret-file", secret)
+		p := startServer(t, nil, append([]string{"--mode", "cluster", "--id", id, "--data-dir", filepath.Join(tc.dataDir, id),
+			"--raft-addr", addr, "--join", tc.procs[f].http}, sec.serverArgs()...)...)
 		tc.procs = append(tc.procs, p)
 	}
 	members := func(via int) string {
@@ -416,20 +420,20 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 
 	waitFor("n5 ready", func() bool { code, _ := httpGetQuiet(tc.procs[4].http + "/readyz"); return code == 200 })
 	c := wiretest.Dial(t, tc.procs[4].listen) // a joined node serves (forwarding)
-	c.Hello(t, []byte(strings.Repeat("k", 40)))
+	c.Hello(t, []byte(clientSecretValue))
 	if r := c.Do(t, wiretest.Acquire(1, 0, 30, "grown")); r.Op != wire.OpAcquire {
 		t.Fatalf("no grant through a joined node: %s", wiretest.Describe(r))
 	}
 
 	// Unsigned changes are refused; signed ones go through any node to the leader.
-	if code, out := run(t, nil, "peers", "remove", "--http", tc.procs[f].http, "--id", "n4"); code == 0 || !strings.Contains(out, "secret") {
+	if code, out := run(t, nil, "peers", "remove", "--http", tc.procs[f].http, "--id", "n4"); code == 0 || !strings.Contains(out, "--admin-secret-file") {
 		t.Fatalf("unsigned remove: exit %d, %q", code, out)
 	}
-	if code, out := run(t, nil, "peers", "remove", "--http", tc.procs[f].http, "--id", "n4", "--secret-file", secret); code != 0 {
+	if code, out := run(t, nil, "peers", "remove", "--http", tc.procs[f].http, "--id", "n4", "--admin-secret-file", secret); code != 0 {
 		t.Fatalf("peers remove: exit %d, %q", code, out)
 	}
 	waitFor("n4 removed", func() bool { return !strings.Contains(members(l), "n4") && voters() == 4 })
-	if code, out := run(t, nil, "peers", "remove", "--http", tc.procs[l].http, "--id", "nope", "--secret-file", secret); code == 0 || !strings.Contains(out, "404") {
+	if code, out := run(t, nil, "peers", "remove", "--http", tc.procs[l].http, "--id", "nope", "--admin-secret-file", secret); code == 0 || !strings.Contains(out, "404") {
 		t.Fatalf("removing an unknown member: exit %d, %q", code, out)
 	}
 	c.Raw(t, wiretest.Acquire(2, 0, 30, "shrunk"))
@@ -444,7 +448,7 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 	// latch peers add before the node runs: it is a nonvoter, so the quorum stays three of
 	// four voters, until it runs and has caught up; then the same call makes it a voter.
 	n6 := freePorts(t, 1)[0]
-	_, addOut, addDone := start(t, nil, "peers", "add", "--http", tc.procs[f].http, "--id", "n6", "--raft-addr", n6, "--secret-file", secret)
+	_, addOut, addDone := start(t, nil, "peers", "add", "--http", tc.procs[f].http, "--id", "n6", "--raft-addr", n6, "--admin-secret-file", secret)
 	waitFor("n6 listed as a nonvoter", func() bool { return suffrage()["n6 "+n6] == "nonvoter" })
 	if v := voters(); v != 4 {
 		t.Fatalf("%d voters while n6 does not run, want 4:\n%s", v, members(l))
@@ -458,8 +462,8 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 		t.Fatalf("peers add returned before n6 ran (%v):\n%s", err, addOut.String())
 	default:
 	}
-	tc.procs = append(tc.procs, startServer(t, nil, "--mode", "cluster", "--id", "n6",
-		"--data-dir", filepath.Join(tc.dataDir, "n6"), "--raft-addr", n6, "--secret-file", secret))
+	tc.procs = append(tc.procs, startServer(t, nil, append([]string{"--mode", "cluster", "--id", "n6",
+		"--data-dir", filepath.Join(tc.dataDir, "n6"), "--raft-addr", n6}, sec.serverArgs()...)...))
 	select {
 	case err := <-addDone:
 		if err != nil || !strings.Contains(addOut.String(), "added n6") {
@@ -473,7 +477,7 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 	}
 
 	// Another node answers at the address: refused before anything changes.
-	code, out = run(t, nil, "peers", "add", "--http", tc.procs[l].http, "--id", "n7", "--raft-addr", n6, "--secret-file", secret)
+	code, out = run(t, nil, "peers", "add", "--http", tc.procs[l].http, "--id", "n7", "--raft-addr", n6, "--admin-secret-file", secret)
 	if code == 0 || !strings.Contains(out, "409") || !strings.Contains(out, `is "n6", not "n7"`) {
 		t.Fatalf("adding n7 at n6's address: exit %d, %q", code, out)
 	}

@@ -25,18 +25,15 @@ import (
 type fixedCluster struct {
 	t                  *testing.T
 	raft, http, listen []string
-	dir, secret        string
+	dir                string
+	sec                testSecrets
 	procs              []*proc
 }
 
 func newFixedCluster(t *testing.T, n int) *fixedCluster {
 	t.Helper()
 	ports := freePorts(t, 3*n)
-	fc := &fixedCluster{t: t, raft: ports[:n], http: ports[n : 2*n], listen: ports[2*n:], dir: t.TempDir(),
-		secret: filepath.Join(t.TempDir(), "secret")}
-	if err := os.WriteFile(fc.secret, []byte(strings.Repeat("s", 40)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	fc := &fixedCluster{t: t, raft: ports[:n], http: ports[n : 2*n], listen: ports[2*n:], dir: t.TempDir(), sec: newTestSecrets(t)}
 	fc.procs = make([]*proc, n)
 	return fc
 }
@@ -46,9 +43,9 @@ func (fc *fixedCluster) args(i int) []string {
 	for j, a := range fc.raft {
 		ic = append(ic, fmt.Sprintf("n%d=%s", j, a))
 	}
-	return []string{"--mode", "cluster", "--id", fmt.Sprintf("n%d", i), "--data-dir", fc.dataDir(i),
+	return append([]string{"--mode", "cluster", "--id", fmt.Sprintf("n%d", i), "--data-dir", fc.dataDir(i),
 		"--raft-addr", fc.raft[i], "--http", fc.http[i], "--listen", fc.listen[i],
-		"--initial-cluster", strings.Join(ic, ","), "--join", fc.http[0], "--secret-file", fc.secret}
+		"--initial-cluster", strings.Join(ic, ","), "--join", fc.http[0]}, fc.sec.serverArgs()...)
 }
 
 func (fc *fixedCluster) dataDir(i int) string { return filepath.Join(fc.dir, fmt.Sprintf("n%d", i)) }
@@ -73,7 +70,7 @@ func (fc *fixedCluster) leader() int {
 
 func (fc *fixedCluster) conn(i int) *wiretest.Conn {
 	c := wiretest.Dial(fc.t, fc.listen[i])
-	c.Hello(fc.t, []byte(strings.Repeat("s", 40)))
+	c.Hello(fc.t, []byte(clientSecretValue))
 	return c
 }
 
@@ -81,7 +78,7 @@ func (fc *fixedCluster) conn(i int) *wiretest.Conn {
 // the node's flags (urfave/cli parses flags only before arguments).
 func (fc *fixedCluster) admin(i int, verb string, args ...string) (int, string) {
 	fc.t.Helper()
-	full := append(strings.Fields(verb), "--http", fc.http[i], "--secret-file", fc.secret)
+	full := append(strings.Fields(verb), "--http", fc.http[i], "--admin-secret-file", fc.sec.admin)
 	return run(fc.t, nil, append(full, args...)...)
 }
 
@@ -172,7 +169,7 @@ func TestSnapshotSaveRestoreThroughTheCLI(t *testing.T) {
 	toks := grantAll(t, c, keys...)
 
 	file := filepath.Join(t.TempDir(), "latch.snap")
-	if code, out := run(t, nil, "snapshot", "save", "--http", src.http[f], file); code == 0 || !strings.Contains(out, "secret") {
+	if code, out := run(t, nil, "snapshot", "save", "--http", src.http[f], file); code == 0 || !strings.Contains(out, "--admin-secret-file") {
 		t.Fatalf("unsigned snapshot save: exit %d, %q", code, out)
 	}
 	code, out := src.admin(f, "snapshot save", file)
@@ -203,7 +200,7 @@ func TestSnapshotSaveRestoreThroughTheCLI(t *testing.T) {
 	// The server refuses on its own too (a client other than the CLI).
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	secret := []byte(strings.Repeat("s", 40))
+	secret := []byte(adminSecretValue)
 	good, _ := os.ReadFile(file)
 	for _, c := range []struct {
 		query  string
@@ -213,6 +210,8 @@ func TestSnapshotSaveRestoreThroughTheCLI(t *testing.T) {
 	}{
 		{"token_floor=5", good, nil, "401"},
 		{"token_floor=5", good, []byte(strings.Repeat("x", 40)), "401"},
+		{"token_floor=5", good, []byte(clientSecretValue), "401"},
+		{"token_floor=5", good, []byte(peerSecretValue), "403"},
 		{"token_floor=-1", good, secret, "400"},
 		{"", good, secret, "400"},
 		{"token_floor=9223372036854775808", good, secret, "400"},

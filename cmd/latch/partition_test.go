@@ -225,7 +225,9 @@ type partitionLab struct {
 	ipPath  string
 	hub     string // namespace holding the bridge
 	client  string // namespace the test's clients run in
-	secret  string // secret file shared by every node and client
+	secret  string // the client secret file, shared by every node and client
+	peer    string // the peer secret file of the nodes
+	admin   string // the admin secret file
 	dataDir string
 	nodes   []*partitionNode
 }
@@ -254,10 +256,9 @@ func newPartitionLab(t *testing.T, ipPath string) *partitionLab {
 	}
 	prefix := "latchpt-" + hex.EncodeToString(b) + "-"
 	lab := &partitionLab{t: t, ipPath: ipPath, hub: prefix + "hub", client: prefix + "cl", dataDir: t.TempDir()}
-	lab.secret = filepath.Join(lab.dataDir, "secret")
-	if err := os.WriteFile(lab.secret, []byte(hex.EncodeToString(b)+strings.Repeat("s", 40)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	lab.secret = writeSecretFile(t, lab.dataDir, "secret", hex.EncodeToString(b)+strings.Repeat("s", 40))
+	lab.peer = writeSecretFile(t, lab.dataDir, "peer-secret", hex.EncodeToString(b)+strings.Repeat("p", 40))
+	lab.admin = writeSecretFile(t, lab.dataDir, "admin-secret", hex.EncodeToString(b)+strings.Repeat("a", 40))
 
 	// The hub first: if root may not create namespaces here (a container without
 	// CAP_SYS_ADMIN), say so and skip rather than fail on the environment.
@@ -346,7 +347,8 @@ func (lab *partitionLab) startNodes() {
 	for _, n := range lab.nodes {
 		n.p = lab.spawnInNS(n.ns, "server", "--log-format", "json", "--mode", "cluster", "--id", n.id,
 			"--data-dir", filepath.Join(lab.dataDir, n.id), "--listen", n.listen(), "--raft-addr", n.addr+":7401",
-			"--http", n.http(), "--initial-cluster", strings.Join(ic, ","), "--secret-file", lab.secret)
+			"--http", n.http(), "--initial-cluster", strings.Join(ic, ","), "--secret-file", lab.secret,
+			"--peer-secret-file", lab.peer, "--admin-secret-file", lab.admin)
 	}
 	for _, n := range lab.nodes { // they wait for each other before bootstrapping
 		n.p.awaitServing(lab.t)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/cluster/server"
-	"github.com/latchd/latch/wire"
 )
 
 // shutdownGrace bounds how long SIGTERM waits for sessions to flush and close.
@@ -38,8 +36,10 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "mode", Value: "single", Usage: "single (in memory, one process) or cluster (Raft, three or five nodes)", EnvVars: env("MODE")},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:7400", Usage: "client `ADDR` (host:port)", EnvVars: env("LISTEN")},
 			&cli.StringFlag{Name: "http", Value: "127.0.0.1:7402", Usage: "health and metrics `ADDR` (host:port)", EnvVars: env("HTTP")},
-			&cli.StringFlag{Name: "secret-file", Usage: "`FILE` of accepted secrets, one per line (at least 32 bytes each); clients must prove one", EnvVars: env("SECRET_FILE")},
-			&cli.BoolFlag{Name: "insecure", Usage: "allow a non-loopback --listen without --secret-file", EnvVars: env("INSECURE")},
+			&cli.StringFlag{Name: "secret-file", Usage: "`FILE` of the client secrets, one per line (at least 32 bytes each): clients must prove one. It opens the client port only", EnvVars: env("SECRET_FILE")},
+			&cli.StringFlag{Name: "peer-secret-file", Usage: "`FILE` of the peer secrets (cluster mode; same format): nodes prove the first to each other, every line is accepted. Clients must not hold it", EnvVars: env("PEER_SECRET_FILE")},
+			&cli.StringFlag{Name: "admin-secret-file", Usage: "`FILE` of the admin secrets (cluster mode; same format): admin calls (membership, backups, restores) are signed with one", EnvVars: env("ADMIN_SECRET_FILE")},
+			&cli.BoolFlag{Name: "insecure", Usage: "allow non-loopback addresses that no credential protects", EnvVars: env("INSECURE")},
 			&cli.IntFlag{Name: "max-pending", Value: def.MaxPending, Usage: "hard limit of unanswered acquires, waiters included (admission closes at 90%)", EnvVars: env("MAX_PENDING")},
 			&cli.IntFlag{Name: "max-keys", Value: def.MaxKeys, Usage: "hard limit of held keys (admission of new keys closes at 90%)", EnvVars: env("MAX_KEYS")},
 			&cli.IntFlag{Name: "max-waiters", Value: def.MaxWaiters, Usage: "hard limit of queued waiters (admission of waits closes at 90%)", EnvVars: env("MAX_WAITERS")},
@@ -68,20 +68,15 @@ func runServer(c *cli.Context) error {
 	if mode != "single" && mode != "cluster" {
 		return fmt.Errorf("--mode %q: use single or cluster", mode)
 	}
-	var secrets [][]byte
-	if f := c.String("secret-file"); f != "" {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("--secret-file: %w", err)
-		}
-		if secrets, err = wire.ParseSecrets(data); err != nil {
-			return fmt.Errorf("--secret-file %s: %w", f, err)
-		}
-	}
 	if n := c.Int("max-conns"); n < 1 {
 		return fmt.Errorf("--max-conns %d: set it to at least 1", n)
 	}
-	tlsCfg, err := loadServerTLS(c)
+	cred, err := loadCredentials(c, log)
+	if err != nil {
+		return err
+	}
+	secrets := cred.client
+	tlsCfg, err := loadServerTLS(c, log)
 	if err != nil {
 		return err
 	}
@@ -89,15 +84,24 @@ func runServer(c *cli.Context) error {
 	if err := server.CheckListen(listen, len(secrets) > 0, c.Bool("insecure")); err != nil {
 		return err
 	}
+	adminAuth := len(cred.admin) > 0 || tlsCfg.adminCAs != nil
 	if mode == "cluster" {
+		plan := authPlan{client: len(secrets) > 0, peer: len(cred.peer) > 0 || tlsCfg.peer != nil, admin: adminAuth}
+		if err := plan.check(); err != nil {
+			return err
+		}
 		// --http changes the membership and restores backups in cluster mode.
-		if err := server.CheckListen(c.String("http"), len(secrets) > 0 || tlsCfg.httpCerts, c.Bool("insecure")); errors.Is(err, server.ErrInsecureListen) {
+		if err := server.CheckListen(c.String("http"), adminAuth, c.Bool("insecure")); errors.Is(err, server.ErrInsecureListen) {
 			return fmt.Errorf("--http %s: refusing a non-loopback admin address that nothing authenticates: anyone who can reach it could "+
-				"change the membership or replace every lock with a backup; pass --secret-file FILE (or --http-tls with --tls-ca, "+
-				"so that changes need a client certificate), or --insecure if the network is trusted", c.String("http"))
+				"change the membership or replace every lock with a backup; pass --admin-secret-file FILE (or --admin-tls-ca FILE with "+
+				"--http-tls, so that admin calls need a client certificate), or --insecure if the network is trusted", c.String("http"))
 		} else if err != nil {
 			return fmt.Errorf("--http: %w", err)
 		}
+	}
+	boot, err := admin.NewBootID()
+	if err != nil {
+		return err
 	}
 
 	metrics := cluster.NewMetrics()
@@ -120,7 +124,7 @@ func runServer(c *cli.Context) error {
 	}
 	var parts *clusterParts
 	if mode == "cluster" {
-		if parts, err = startCluster(c, log, secrets, tlsCfg, node, late, nodeCfg.TokenFloor); err != nil {
+		if parts, err = startCluster(c, log, cred, tlsCfg, node, late, nodeCfg.TokenFloor); err != nil {
 			return err
 		}
 		registerRaftMetrics(metrics.Registry, parts.raft)
@@ -169,14 +173,16 @@ func runServer(c *cli.Context) error {
 		}
 		return nil
 	}
-	opts := admin.Options{Pprof: c.Bool("pprof"), Status: func() any { return map[string]any{"mode": mode, "node": node.Stats()} }}
+	// /v1/status names this node and its run (boot): a signed admin call is good for them
+	// only. It reveals no key names and no lock contents (docs/SECURITY.md).
+	opts := admin.Options{Pprof: c.Bool("pprof"), Status: func() any { return map[string]any{"mode": mode, "boot": boot, "node": node.Stats()} }}
 	if parts != nil {
-		opts.Status = func() any { return map[string]any{"mode": mode, "node": node.Stats(), "raft": parts.raft.Status()} }
-		opts.Cluster = parts.admin()
-		opts.Verifier = admin.NewVerifier(secrets, nil)
-		if tlsCfg.httpCerts {
-			opts.Verifier.AcceptClientCerts()
+		opts.Status = func() any {
+			return map[string]any{"mode": mode, "id": parts.id, "boot": boot, "node": node.Stats(), "raft": parts.raft.Status()}
 		}
+		opts.Cluster = parts.admin()
+		opts.Verifier = admin.NewVerifier(admin.Target{Node: parts.id, Boot: boot}, admin.Credentials{
+			AdminSecrets: cred.admin, PeerSecrets: cred.peer, AdminCAs: tlsCfg.adminCAs, PeerCAs: tlsCfg.peerCAs}, nil)
 	}
 	hs := &http.Server{Handler: admin.Handler(metrics.Registry, ready, opts), ReadHeaderTimeout: 5 * time.Second}
 
@@ -187,7 +193,8 @@ func runServer(c *cli.Context) error {
 	go func() { served <- srv.Serve(ln) }()
 	go func() { served <- hs.Serve(hln) }()
 	log.Info("latch serving", "mode", mode, "listen", ln.Addr().String(), "http", hln.Addr().String(),
-		"auth", len(secrets) > 0, "secrets", len(secrets), "tls", tlsCfg.client != nil, "http_tls", tlsCfg.http != nil, "peer_mtls", tlsCfg.peer != nil, "token_floor", nodeCfg.TokenFloor, "version", version)
+		"auth", len(secrets) > 0, "secrets", len(secrets), "peer_secrets", len(cred.peer), "admin_secrets", len(cred.admin),
+		"admin_certs", tlsCfg.adminCAs != nil, "tls", tlsCfg.client != nil, "http_tls", tlsCfg.http != nil, "peer_mtls", tlsCfg.peer != nil, "token_floor", nodeCfg.TokenFloor, "version", version)
 
 	select {
 	case <-ctx.Done():

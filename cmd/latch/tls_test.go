@@ -54,7 +54,8 @@ func TestClusterOverMutualTLS(t *testing.T) {
 	}
 	t.Parallel()
 	ca, cert, key := testPKI(t, t.TempDir(), "cluster")
-	tc := startTestCluster(t, 3, "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca)
+	// Mutual TLS is the peer credential; with it, admin calls need theirs.
+	tc := startTestCluster(t, 3, "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca, "--admin-secret-file", newTestSecrets(t).admin)
 	l := tc.leader()
 	f := (l + 1) % 3
 	code, out := run(t, nil, "acquire", "--servers="+tc.procs[f].listen, "--tls-ca", ca, "--json", "mtls/key")
@@ -66,9 +67,10 @@ func TestClusterOverMutualTLS(t *testing.T) {
 	}
 }
 
-// TestClusterAdminOverHTTPS: with --http-tls and --tls-ca (and no secret), --http speaks only
-// TLS, reads need no client certificate, changes need one the cluster CA signed, and a node
-// joins through an https:// --join with its own certificate as its credential.
+// TestClusterAdminOverHTTPS: with --http-tls, --tls-ca and --admin-tls-ca (and no secret),
+// --http speaks only TLS, reads need no client certificate, admin calls need one the admin CA
+// signed (a node's certificate, of the cluster CA, gets 403), and a node joins through an
+// https:// --join with its own certificate as its credential.
 func TestClusterAdminOverHTTPS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four processes; skipped with -short")
@@ -77,7 +79,8 @@ func TestClusterAdminOverHTTPS(t *testing.T) {
 	dir := t.TempDir()
 	ca, cert, key := testPKI(t, dir, "cluster")
 	_, otherCert, otherKey := testPKI(t, dir, "other")
-	tlsArgs := []string{"--tls-cert", cert, "--tls-key", key, "--tls-ca", ca, "--http-tls"}
+	adminCA, adminCert, adminKey := testPKI(t, dir, "admin")
+	tlsArgs := []string{"--tls-cert", cert, "--tls-key", key, "--tls-ca", ca, "--http-tls", "--admin-tls-ca", adminCA}
 	tc := startTestCluster(t, 3, tlsArgs...)
 	l := tc.leader()
 	f := (l + 1) % 3
@@ -108,8 +111,12 @@ func TestClusterAdminOverHTTPS(t *testing.T) {
 	if _, err := os.Stat(backup); err == nil {
 		t.Fatal("a refused backup left a file")
 	}
-	if code, out := run(t, nil, "snapshot", "save", "--http", https, "--tls-ca", ca, "--tls-cert", cert, "--tls-key", key, backup); code != 0 {
-		t.Fatalf("snapshot save with a client certificate of the cluster CA: exit %d, %q", code, out)
+	if code, out := run(t, nil, "snapshot", "save", "--http", https, "--tls-ca", ca, "--tls-cert", cert, "--tls-key", key, backup); code == 0 ||
+		!strings.Contains(out, "403") || !strings.Contains(out, "--admin-tls-ca") {
+		t.Fatalf("snapshot save with a node's certificate (the cluster CA): exit %d, %q; want 403 naming --admin-tls-ca", code, out)
+	}
+	if code, out := run(t, nil, "snapshot", "save", "--http", https, "--tls-ca", ca, "--tls-cert", adminCert, "--tls-key", adminKey, backup); code != 0 {
+		t.Fatalf("snapshot save with a client certificate of the admin CA: exit %d, %q", code, out)
 	}
 	if code, out := run(t, nil, "peers", "remove", "--http", https, "--tls-ca", ca, "--id", "nobody"); code == 0 || !strings.Contains(out, "401") {
 		t.Fatalf("peers remove without a credential: exit %d, %q", code, out)

@@ -18,17 +18,19 @@ import (
 
 // The kustomizations under test, relative to this package.
 const (
-	baseDir     = "../k8s/base"
-	threeDir    = "../k8s/overlays/three"
-	fiveDir     = "../k8s/overlays/five"
-	tlsDir      = "../k8s/examples/tls"
-	certMgrDir  = "../k8s/examples/cert-manager"
-	tlsCompDir  = "../k8s/components/tls"
-	secretName  = "latch-secret" // deploy spec: Secret latch-secret, key secret
-	secretKey   = "secret"
-	tlsSecret   = "latch-tls" // deploy spec: tls.crt, tls.key, ca.crt
-	latchImage  = "ghcr.io/latchd/latch"
-	runtimeUser = 65532
+	baseDir         = "../k8s/base"
+	threeDir        = "../k8s/overlays/three"
+	fiveDir         = "../k8s/overlays/five"
+	tlsDir          = "../k8s/examples/tls"
+	certMgrDir      = "../k8s/examples/cert-manager"
+	tlsCompDir      = "../k8s/components/tls"
+	secretName      = "latch-secret" // deploy spec: Secret latch-secret, key secret (clients)
+	peerSecretName  = "latch-peer-secret"
+	adminSecretName = "latch-admin-secret"
+	secretKey       = "secret"
+	tlsSecret       = "latch-tls" // deploy spec: tls.crt, tls.key, ca.crt
+	latchImage      = "ghcr.io/latchd/latch"
+	runtimeUser     = 65532
 )
 
 // cluster is one rendered latch kustomization, every object decoded strictly into its type.

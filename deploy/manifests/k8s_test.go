@@ -21,7 +21,9 @@ var specArgs = []string{
 	"--advertise", "$(POD_NAME).latch-peers:7401",
 	"--initial-cluster", "latch-0=latch-0.latch-peers:7401,latch-1=latch-1.latch-peers:7401,latch-2=latch-2.latch-peers:7401",
 	"--join", "latch:7402",
-	"--secret-file", "/etc/latch/secret/secret", "--log-format", "json",
+	"--secret-file", "/etc/latch/secret/secret",
+	"--peer-secret-file", "/etc/latch/peer-secret/secret",
+	"--admin-secret-file", "/etc/latch/admin-secret/secret", "--log-format", "json",
 }
 
 // joinIndex is where specArgs hold the value of --join: the tls component replaces it there.
@@ -246,11 +248,21 @@ func checkArgs(t *testing.T, c *cluster, httpTLS bool) {
 		t.Errorf("--join %s: scheme %s, want %s (--http-tls %v)", f["join"], scheme, want, httpTLS)
 	}
 
-	// --data-dir is the persistent volume; --secret-file a key of the mounted Secret.
+	// --data-dir is the persistent volume; each secret file a key of its own mounted Secret:
+	// three principals, three Secrets, none mounted twice.
 	if mountOf(t, ct, f["data-dir"]).Name != c.sts.Spec.VolumeClaimTemplates[0].Name || f["data-dir"] != mountOf(t, ct, f["data-dir"]).MountPath {
 		t.Errorf("--data-dir %s is not the mount path of the volumeClaimTemplate", f["data-dir"])
 	}
-	checkSecretFile(t, c, "secret-file", f["secret-file"], secretName, secretKey)
+	secrets := map[string]string{"secret-file": secretName, "peer-secret-file": peerSecretName, "admin-secret-file": adminSecretName}
+	mounts := map[string]bool{}
+	for flag, secret := range secrets {
+		checkSecretFile(t, c, flag, f[flag], secret, secretKey)
+		mounts[mountOf(t, ct, f[flag]).Name] = true
+	}
+	if len(mounts) != len(secrets) {
+		t.Errorf("the secret files %q, %q and %q share a mount: each principal needs a Secret of its own",
+			f["secret-file"], f["peer-secret-file"], f["admin-secret-file"])
+	}
 }
 
 // mountOf is the volume mount of ct that holds file (the longest mount path that contains it).

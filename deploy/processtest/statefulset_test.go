@@ -25,11 +25,13 @@ import (
 )
 
 const (
-	serviceIP  = "127.0.0.19" // the Services latch (client, http) and latch-peers
-	namespace  = "latch-test"
-	waitBound  = 60 * time.Second
-	secretPath = "/etc/latch/secret/secret" // where the manifests mount the Secret
-	dataPath   = "/data"                    // the volumeClaimTemplate's mount
+	serviceIP       = "127.0.0.19" // the Services latch (client, http) and latch-peers
+	namespace       = "latch-test"
+	waitBound       = 60 * time.Second
+	secretPath      = "/etc/latch/secret/secret"       // where the manifests mount latch-secret (clients)
+	peerSecretPath  = "/etc/latch/peer-secret/secret"  // latch-peer-secret (the nodes)
+	adminSecretPath = "/etc/latch/admin-secret/secret" // latch-admin-secret (operators)
+	dataPath        = "/data"                          // the volumeClaimTemplate's mount
 )
 
 func podIP(i int) string { return fmt.Sprintf("127.0.0.%d", 20+i) }
@@ -59,7 +61,9 @@ type statefulSet struct {
 	t      *testing.T
 	args   []string // the container args as rendered, unexpanded
 	root   string   // volumes live in root/data-latch-<i>
-	secret string
+	secret string   // what latch-secret holds (clients); peer and admin: the other two Secrets
+	peer   string
+	admin  string
 	mu     sync.Mutex
 	pods   map[int]*pod
 	mounts map[string]string // other mounted Secrets: mount path prefix -> a directory of this test
@@ -127,6 +131,10 @@ func (s *statefulSet) podArgs(i int) []string {
 			a = s.volume(i)
 		case a == secretPath:
 			a = s.secret
+		case a == peerSecretPath:
+			a = s.peer
+		case a == adminSecretPath:
+			a = s.admin
 		case strings.HasPrefix(rest, "latch:"):
 			a = serviceIP + strings.TrimPrefix(rest, "latch")
 			if scheme != "" {
@@ -237,13 +245,16 @@ func (s *statefulSet) latch(args ...string) (int, string) {
 }
 
 // latchEnv runs the CLI as latch does, with env on top of s.env: "NAME=VALUE" sets NAME,
-// "NAME" alone removes it (e.g. LATCH_SECRET_FILE: a call without --secret-file).
+// "NAME" alone removes it (e.g. LATCH_ADMIN_SECRET_FILE: a call without --admin-secret-file).
+// The CLI holds the client and admin secrets, as a client and an operator do; never the
+// peer secret.
 func (s *statefulSet) latchEnv(env []string, args ...string) (int, string) {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, latchBin, args...)
-	cmd.Env = append(os.Environ(), "LATCH_SECRET_FILE="+s.secret, "LATCH_SERVERS="+serviceIP+":7400", "LATCH_HTTP="+serviceIP+":7402")
+	cmd.Env = append(os.Environ(), "LATCH_SECRET_FILE="+s.secret, "LATCH_ADMIN_SECRET_FILE="+s.admin,
+		"LATCH_SERVERS="+serviceIP+":7400", "LATCH_HTTP="+serviceIP+":7402")
 	cmd.Env = append(cmd.Env, s.env...)
 	for _, e := range env {
 		if strings.Contains(e, "=") {
@@ -363,11 +374,18 @@ func newStatefulSetOf(t *testing.T, dir string) *statefulSet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &statefulSet{t: t, args: args, root: t.TempDir(), secret: filepath.Join(t.TempDir(), "secret"), pods: map[int]*pod{},
-		mounts: map[string]string{}}
+	secrets := t.TempDir()
+	s := &statefulSet{t: t, args: args, root: t.TempDir(), pods: map[int]*pod{}, mounts: map[string]string{},
+		secret: filepath.Join(secrets, "client"), peer: filepath.Join(secrets, "peer"), admin: filepath.Join(secrets, "admin")}
 	s.probe.scheme, s.probe.client = "http", &http.Client{Timeout: time.Second}
-	if err := os.WriteFile(s.secret, []byte("c2VjcmV0LWZvci10aGUtc3RhdGVmdWxzZXQtdGVzdC0wMTIzNDU2Nzg5\n"), 0o600); err != nil {
-		t.Fatal(err)
+	for file, secret := range map[string]string{
+		s.secret: "c2VjcmV0LWZvci10aGUtc3RhdGVmdWxzZXQtdGVzdC0wMTIzNDU2Nzg5",
+		s.peer:   "cGVlci1zZWNyZXQtb2YtdGhlLXN0YXRlZnVsc2V0LXRlc3QtOTg3NjU0",
+		s.admin:  "YWRtaW4tc2VjcmV0LW9mLXRoZS1zdGF0ZWZ1bHNldC10ZXN0LTU1NTU1",
+	} {
+		if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
 		running := s.running()
@@ -442,6 +460,14 @@ func TestStatefulSetLifecycle(t *testing.T) {
 	held["jobs/after-scale"] = rising("jobs/after-scale")
 
 	backup := filepath.Join(t.TempDir(), "latch.snap")
+	// The client secret (latch-secret) and the peer secret (latch-peer-secret) sign no admin
+	// call; the admin secret (latch-admin-secret) does.
+	for _, wrong := range []string{s.secret, s.peer} {
+		if code, out := s.latchEnv([]string{"LATCH_ADMIN_SECRET_FILE=" + wrong}, "snapshot", "save", backup); code == 0 ||
+			!strings.Contains(out, "40") || !strings.Contains(out, "--admin-secret-file") {
+			t.Fatalf("snapshot save signed with %s: exit %d, %q; want a refusal naming --admin-secret-file", wrong, code, out)
+		}
+	}
 	if code, out := s.latch("snapshot", "save", backup); code != 0 || !strings.Contains(out, "3 held keys") {
 		t.Fatalf("snapshot save: exit %d, %q", code, out)
 	}

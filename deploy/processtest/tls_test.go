@@ -55,8 +55,9 @@ func (s *statefulSet) useHTTPS(caFile string) {
 // TestStatefulSetTLS: the pods of the TLS example (the base plus the tls component) form a
 // cluster over mutual TLS with the Secret latch-tls mounted, and serve clients and their http
 // port (probes, metrics, admin API) over TLS only. Over the client Service: latch status needs
-// https:// and the CA; a backup needs the cluster secret or a client certificate the cluster
-// CA signed. Scaled to five, the new pods join through --join https://latch:7402.
+// https:// and the CA; a backup needs the admin secret (a pod's certificate gets 403).
+// Scaled to five, the new pods join through --join https://latch:7402 (the peer secret signs
+// the join).
 func TestStatefulSetTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts five latch processes; skipped with -short")
@@ -121,20 +122,20 @@ func TestStatefulSetTLS(t *testing.T) {
 		t.Fatalf("latch status --http %s:7402 (plain HTTP): exit %d, %q; want 400 Client sent an HTTP request to an HTTPS server", serviceIP, code, out)
 	}
 
-	// A backup: the pod certificate (signed by the cluster CA) authorizes it without the
-	// secret; neither a secret nor a client certificate gets 401.
+	// A backup needs the admin secret: the pod certificate (signed by the cluster CA) is a
+	// peer's credential, which lets a node join and nothing more (403); with neither, 401.
 	backup := filepath.Join(t.TempDir(), "latch.snap")
-	noSecret := []string{"LATCH_SECRET_FILE"}
-	if code, out := s.latchEnv(append(noSecret, "LATCH_TLS_CERT="+certFile, "LATCH_TLS_KEY="+keyFile), "snapshot", "save", backup); code != 0 ||
-		!strings.Contains(out, "2 held keys") {
-		t.Fatalf("snapshot save with a client certificate, without --secret-file: exit %d, %q", code, out)
-	}
-	if _, err := os.Stat(backup); err != nil {
-		t.Fatal(err)
+	noSecret := []string{"LATCH_ADMIN_SECRET_FILE"}
+	if code, out := s.latch("snapshot", "save", backup); code != 0 || !strings.Contains(out, "2 held keys") {
+		t.Fatalf("snapshot save with the admin secret: exit %d, %q", code, out)
 	}
 	denied := backup + ".denied"
+	if code, out := s.latchEnv(append(noSecret, "LATCH_TLS_CERT="+certFile, "LATCH_TLS_KEY="+keyFile), "snapshot", "save", denied); code == 0 ||
+		!strings.Contains(out, "403") {
+		t.Fatalf("snapshot save with a pod certificate, without --admin-secret-file: exit %d, %q; want 403", code, out)
+	}
 	if code, out := s.latchEnv(noSecret, "snapshot", "save", denied); code == 0 || !strings.Contains(out, "401") {
-		t.Fatalf("snapshot save with neither a secret nor a client certificate: exit %d, %q; want 401", code, out)
+		t.Fatalf("snapshot save with neither the admin secret nor a client certificate: exit %d, %q; want 401", code, out)
 	}
 	if _, err := os.Stat(denied); !os.IsNotExist(err) {
 		t.Fatalf("a refused backup left %s: %v", denied, err)

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/latchd/latch/wire"
+)
+
+// Three principals, three credentials (docs/SECURITY.md):
+//
+//	clients   --secret-file        the client port, nothing else
+//	peers     --peer-secret-file   the peer port (and a node's own join over --http);
+//	          and/or mutual TLS    certificates of --tls-ca
+//	operator  --admin-secret-file  every admin call over --http;
+//	          and/or certificates of --admin-tls-ca, over --http-tls
+//
+// Every secret file and key file is read by readKeyFile, which refuses one that its group
+// or others may write.
+
+// credentials are the secrets of a server, one list per principal (each nil when its flag
+// is not given; otherwise at least one secret, the first used to prove, all accepted).
+type credentials struct {
+	client, peer, admin [][]byte
+}
+
+// loadCredentials reads --secret-file, --peer-secret-file and --admin-secret-file.
+func loadCredentials(c *cli.Context, log hclog.Logger) (credentials, error) {
+	var cr credentials
+	var err error
+	for _, f := range []struct {
+		flag string
+		to   *[][]byte
+	}{{"secret-file", &cr.client}, {"peer-secret-file", &cr.peer}, {"admin-secret-file", &cr.admin}} {
+		if *f.to, err = readSecrets(f.flag, c.String(f.flag), log); err != nil {
+			return cr, err
+		}
+	}
+	warnShared(log, cr)
+	return cr, nil
+}
+
+// readSecrets reads the secret file that flag names ("" is none).
+func readSecrets(flag, file string, log hclog.Logger) ([][]byte, error) {
+	if file == "" {
+		return nil, nil
+	}
+	data, err := readKeyFile(flag, file, log)
+	if err != nil {
+		return nil, err
+	}
+	s, err := wire.ParseSecrets(data)
+	if err != nil {
+		return nil, fmt.Errorf("--%s %s: %w", flag, file, err)
+	}
+	return s, nil
+}
+
+// warnShared logs, once per pair, a secret that two principals share: then one of them can
+// pass for the other. That is a step of the upgrade from one secret to three (the peer and
+// admin files start with the old shared secret), never a place to stay.
+func warnShared(log hclog.Logger, cr credentials) {
+	lists := []struct {
+		flag string
+		s    [][]byte
+	}{{"--secret-file", cr.client}, {"--peer-secret-file", cr.peer}, {"--admin-secret-file", cr.admin}}
+	for i := range lists {
+		for j := i + 1; j < len(lists); j++ {
+			if shareOne(lists[i].s, lists[j].s) {
+				log.Warn("a secret is in two secret files: whoever holds it passes for both principals; finish the move to "+
+					"separate secrets (deploy/README.md, \"From one secret to three\")", "files", lists[i].flag+" "+lists[j].flag)
+			}
+		}
+	}
+}
+
+func shareOne(a, b [][]byte) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if bytes.Equal(x, y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readKeyFile reads a secret or private key file named by flag. It refuses a file that its
+// group or others may write (whoever can change it decides who is trusted) and, when log is
+// set, warns once when others may read it: readable by everyone, or by its group when this
+// process owns it (then the group bit is not how it reads the file: a Kubernetes Secret
+// volume, root-owned and readable by fsGroup, is fine).
+func readKeyFile(flag, file string, log hclog.Logger) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	if err := checkKeyMode(flag, file, fi.Mode().Perm(), ownedByMe(fi), log); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("--%s %s: %w", flag, file, err)
+	}
+	return data, nil
+}
+
+// ErrKeyFileWritable is readKeyFile's refusal of a file that others may write.
+var ErrKeyFileWritable = errors.New("writable by its group or by others")
+
+// checkKeyMode is readKeyFile's rule on a file's permission bits.
+func checkKeyMode(flag, file string, perm os.FileMode, mine bool, log hclog.Logger) error {
+	if perm&0o022 != 0 {
+		return fmt.Errorf("--%s %s: %w (mode %04o): whoever can change it decides who is trusted; fix it with `chmod 600 %s` "+
+			"(or `chmod 640` when the server reads it through its group)", flag, file, ErrKeyFileWritable, perm, file)
+	}
+	if log != nil && (perm&0o004 != 0 || perm&0o040 != 0 && mine) {
+		log.Warn("a secret or key file is readable by others than its owner", "flag", "--"+flag, "file", file,
+			"mode", fmt.Sprintf("%04o", perm), "fix", "chmod 600 "+file)
+	}
+	return nil
+}
+
+// ownedByMe reports whether this process's effective user owns the file.
+func ownedByMe(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return !ok || st.Uid == uint32(os.Geteuid())
+}
+
+// authPlan is what authenticates each principal of a cluster-mode node.
+type authPlan struct {
+	client bool // --secret-file
+	peer   bool // --peer-secret-file, or mutual TLS between peers
+	admin  bool // --admin-secret-file, or --admin-tls-ca
+}
+
+// Refusals of authPlan.check.
+var (
+	errPeerUnauthenticated = errors.New("the peer port (--raft-addr) needs its own credential once the node has any: " +
+		"pass --peer-secret-file FILE (a secret that clients do not hold; moving from one shared secret: deploy/README.md) " +
+		"or mutual TLS between peers (--tls-cert, --tls-key and --tls-ca)")
+	errAdminUnauthenticated = errors.New("admin calls on --http need their own credential once the node has any: " +
+		"pass --admin-secret-file FILE, or --admin-tls-ca FILE with --http-tls")
+)
+
+// check refuses a cluster node that authenticates some principals and leaves another open:
+// with any credential, the peer port and admin calls must have their own (clients may stay
+// unauthenticated where --listen allows it). A node with none follows the loopback rule
+// (server.CheckListen) on each address.
+func (a authPlan) check() error {
+	switch {
+	case !a.client && !a.peer && !a.admin:
+		return nil
+	case !a.peer:
+		return errPeerUnauthenticated
+	case !a.admin:
+		return errAdminUnauthenticated
+	}
+	return nil
+}
