@@ -16,6 +16,7 @@ import (
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/cluster/server"
+	"github.com/latchd/latch/wire"
 )
 
 // shutdownGrace bounds how long SIGTERM waits for sessions to flush and close.
