@@ -50,7 +50,7 @@ type Admission struct {
 
 // ErrNoIdentity is why a StreamLayer refuses a Raft connection that stated no identity.
 var ErrNoIdentity = errors.New("the dialer stated no node identity (a node of an older latch version, or no node): " +
-	"upgrade it, or let this node accept such peers during a rolling upgrade")
+	"upgrade it, or start this node with --accept-legacy-peers for the time of a rolling upgrade")
 
 // refusalInterval is how often a refused source is logged.
 const refusalInterval = time.Minute

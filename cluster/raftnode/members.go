@@ -1,9 +1,11 @@
 package raftnode
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +24,18 @@ const (
 	membersRecheck = 50 * time.Millisecond
 )
 
+// Vouching (Config.Vouch): a sender another member vouches for is admitted for vouchTTL and
+// asked about again once less than half of it is left; one sender is asked about at most
+// every vouchRetry, any sender at most every vouchGap, one at a time, each ask bounded by
+// vouchTimeout; at most maxVouched senders are remembered.
+const (
+	vouchTTL     = time.Minute
+	vouchRetry   = 5 * time.Second
+	vouchGap     = 100 * time.Millisecond
+	vouchTimeout = 5 * time.Second
+	maxVouched   = 64
+)
+
 // ErrNotMember is why an RPC or a Raft connection is refused: its sender is not a voter or
 // nonvoter of this node's configuration (or not at the address the configuration holds).
 var ErrNotMember = errors.New("not a voter or nonvoter of this node's Raft configuration")
@@ -38,11 +52,27 @@ type members struct {
 	raft      atomic.Pointer[raft.Raft]
 	lastCheck atomic.Int64 // unix nanoseconds of the last refresh on an unknown sender
 	log       hclog.Logger
+	self      string
+	vouch     func(ctx context.Context, id string, members []Peer) (addr string, ok bool)
+	stop      <-chan struct{}
+
+	vouched  atomic.Pointer[map[string]voucher] // copy on write, under mu
+	mu       sync.Mutex
+	asked    map[string]time.Time // last ask per sender
+	lastAsk  time.Time            // last ask for any sender
+	inflight bool
+}
+
+// voucher is a sender another member vouched for.
+type voucher struct {
+	addr  string // where that member's configuration has it
+	until time.Time
 }
 
 // start fills the cache from r and keeps it current until stop closes.
 func (m *members) start(r *raft.Raft, stop <-chan struct{}) {
 	m.raft.Store(r)
+	m.stop = stop
 	m.refresh()
 	go func() {
 		t := time.NewTicker(membersRefresh)
@@ -109,20 +139,111 @@ func (m *members) lookup(id string) (memberSet, bool) {
 // check reports why a sender that names itself id (and, if addr is not empty, states addr)
 // may not speak Raft to this node, or nil. With an empty configuration (this node has never
 // been in a cluster and waits to be added) every sender passes unless strict: the leader
-// that adds it is in no configuration it knows yet.
+// that adds it is in no configuration it knows yet. A sender another member vouched for
+// passes too (see Config.Vouch); an unknown one is asked about.
 func (m *members) check(id, addr string, strict bool) error {
 	set, ok := m.lookup(id)
 	switch {
 	case set == nil:
 		return errMembersUnknown
 	case ok && addr != "" && set[id] != addr:
+		if m.vouchedFor(id, addr, set) {
+			return nil // its address changed in a configuration this node has not seen
+		}
 		return fmt.Errorf("%w at %s: the configuration has %q at %s", ErrNotMember, addr, id, set[id])
 	case ok:
 		return nil
 	case len(set) == 0 && !strict:
 		return nil
+	case m.vouchedFor(id, addr, set):
+		return nil
 	}
 	return ErrNotMember
+}
+
+// vouchedFor reports whether a member vouched for id (at addr, if not empty) and the vouch
+// holds. When none does, or it runs out soon, it asks (on another goroutine).
+func (m *members) vouchedFor(id, addr string, set memberSet) bool {
+	if m.vouch == nil || id == "" {
+		return false
+	}
+	var v voucher
+	var ok bool
+	if p := m.vouched.Load(); p != nil {
+		v, ok = (*p)[id]
+	}
+	now := time.Now()
+	if !ok || v.until.Sub(now) < vouchTTL/2 {
+		m.ask(id, set, now)
+	}
+	return ok && now.Before(v.until) && (addr == "" || addr == v.addr)
+}
+
+// ask asks Config.Vouch about id on a goroutine of its own, unless the limits say not now.
+func (m *members) ask(id string, set memberSet, now time.Time) {
+	var peers []Peer
+	for sid, addr := range set {
+		if sid != m.self {
+			peers = append(peers, Peer{ID: sid, Addr: addr})
+		}
+	}
+	if len(peers) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.asked == nil {
+		m.asked = map[string]time.Time{}
+	}
+	if m.inflight || now.Sub(m.lastAsk) < vouchGap || now.Sub(m.asked[id]) < vouchRetry {
+		return
+	}
+	for s, t := range m.asked {
+		if now.Sub(t) >= vouchRetry {
+			delete(m.asked, s)
+		}
+	}
+	if len(m.asked) >= maxVouched {
+		return
+	}
+	m.asked[id], m.lastAsk, m.inflight = now, now, true
+	go m.askNow(id, peers)
+}
+
+func (m *members) askNow(id string, peers []Peer) {
+	ctx, cancel := context.WithTimeout(context.Background(), vouchTimeout)
+	defer cancel()
+	go func() { // Shutdown ends the ask
+		select {
+		case <-m.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	addr, ok := m.vouch(ctx, id, peers)
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.inflight = false
+	old := map[string]voucher{}
+	if p := m.vouched.Load(); p != nil {
+		old = *p
+	}
+	next := make(map[string]voucher, len(old)+1)
+	now := time.Now()
+	for s, v := range old {
+		if now.Before(v.until) {
+			next[s] = v // a failed ask does not end a vouch early: it runs out
+		}
+	}
+	if _, had := next[id]; ok && (had || len(next) < maxVouched) {
+		next[id] = voucher{addr: addr, until: now.Add(vouchTTL)}
+		if _, had := old[id]; !had {
+			m.log.Info("another member vouches for a Raft sender this node's configuration does not have yet (it lags behind a membership change); admitting it",
+				"sender", id, "addr", addr, "for", vouchTTL)
+		}
+	}
+	m.vouched.Store(&next)
 }
 
 // CheckPeer returns nil when the node that stated id and addr in the peer handshake may

@@ -149,7 +149,7 @@ func Open(cfg Config) (*Node, error) {
 		shutdownDone: make(chan struct{}),
 	}
 	n.q.signal = make(chan struct{}, 1)
-	n.members.log = n.log
+	n.members.log, n.members.self, n.members.vouch = n.log, cfg.ID, cfg.Vouch
 	n.filter = newFilter(trans, &n.members, n.log)
 	if n.addr != string(trans.LocalAddr()) {
 		n.log.Debug("advertised address differs from the transport's local address; "+

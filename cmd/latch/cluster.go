@@ -42,6 +42,8 @@ func clusterFlags() []cli.Flag {
 			"A listed node with an empty --data-dir bootstraps only once every other listed node answers that it is new too", EnvVars: env("INITIAL_CLUSTER")},
 		&cli.StringFlag{Name: "join", Usage: "`ADDR` (--http of any member): ask the cluster to add this node (a nonvoter until it has caught up, then a voter); a member already just rejoins. " +
 			"May be given with --initial-cluster: nodes not in the list join, listed ones use it if they find the cluster already exists", EnvVars: env("JOIN")},
+		&cli.BoolFlag{Name: "accept-legacy-peers", Usage: "during a rolling upgrade from a latch version whose peers state no node identity in the peer handshake: " +
+			"accept their Raft connections (each RPC is still checked against the configuration); remove once every node runs this version", EnvVars: env("ACCEPT_LEGACY_PEERS")},
 	}
 }
 
@@ -260,6 +262,7 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg ser
 	pcfg := peer.DefaultConfig()
 	pcfg.Secrets, pcfg.Logger = secrets, log.Named("peer")
 	pcfg.TLS, pcfg.ClientTLS = tlsCfg.peer, tlsCfg.dial
+	pcfg.ID, pcfg.Advertise = id, adv
 	mux, err := peer.Listen(c.String("raft-addr"), pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("--raft-addr: %w", err)
@@ -270,6 +273,7 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg ser
 		return nil, fmt.Errorf("--advertise: %w", err)
 	}
 	rp := &atomic.Pointer[raftnode.Node]{}
+	stream.SetAdmission(raftAdmission(rp, c.Bool("accept-legacy-peers")))
 	go admin.ServeChannel(mux.Listener(peer.ChannelAdmin), membership{rp: rp, mux: mux, id: id, starting: !hasState}, log.Named("admin"))
 
 	bootstrap := false
@@ -294,6 +298,7 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg ser
 	if !hasState && !bootstrap && !rcfg.Bootstrap {
 		voteQuarantine(log, rcfg.ElectionTimeout)
 	}
+	rcfg.Vouch = vouch(mux)
 	rcfg.OnLeader = func(f *fsm.FSM) {
 		late.fsm.Store(f)
 		node.Lead()
@@ -323,6 +328,43 @@ func startCluster(c *cli.Context, log hclog.Logger, secrets [][]byte, tlsCfg ser
 		go join(ctx, log.Named("join"), r, joinAddr, newAdminTarget(joinAddr, tlsCfg.admin), id, adv, secret)
 	}
 	return parts, nil
+}
+
+// raftAdmission admits to the Raft channel the peers that state the identity of a voter or
+// nonvoter of this node's configuration (any peer while it has none: it waits to be added),
+// and, with legacy, peers of an older latch that state none.
+func raftAdmission(rp *atomic.Pointer[raftnode.Node], legacy bool) peer.Admission {
+	return peer.Admission{
+		Legacy: legacy,
+		Check: func(id peer.Identity) error {
+			r := rp.Load()
+			if r == nil {
+				return errors.New("this node's Raft is not running yet")
+			}
+			return r.CheckPeer(id.ID, id.Addr)
+		},
+	}
+}
+
+// vouch asks the given members, one after another over the admin channel, whether their
+// Raft configuration has id as a voter or nonvoter, and returns the address the first that
+// does has for it (raftnode.Config.Vouch). A member answers for itself only: an answer from
+// a node with another ID at that address is ignored.
+func vouch(mux *peer.Mux) func(ctx context.Context, id string, members []raftnode.Peer) (string, bool) {
+	return func(ctx context.Context, id string, members []raftnode.Peer) (string, bool) {
+		for _, m := range members {
+			st, err := probe(ctx, mux, m.Addr)
+			if err != nil || st.ID != m.ID {
+				continue
+			}
+			for _, s := range st.Servers {
+				if s.ID == id && (s.Suffrage == "voter" || s.Suffrage == "nonvoter") {
+					return s.Addr, true
+				}
+			}
+		}
+		return "", false
+	}
 }
 
 // voteQuarantine keeps a node without raft state out of elections for a while before raft
@@ -492,7 +534,7 @@ func (m membership) State() (admin.NodeState, error) {
 	r := m.rp.Load()
 	switch {
 	case r != nil:
-		return admin.NodeState{ID: m.id, LastIndex: r.Progress().LastLogIndex}, nil
+		return admin.NodeState{ID: m.id, LastIndex: r.Progress().LastLogIndex, Servers: r.Servers()}, nil
 	case m.starting:
 		return admin.NodeState{ID: m.id, Starting: true}, nil
 	default:
