@@ -248,6 +248,37 @@ func TestEmptyNodeRefusesOnlyTimeoutNow(t *testing.T) {
 	}
 }
 
+// A node waiting to be added that was told whom to expect takes nothing from anyone else,
+// and still joins when the leader adds it.
+func TestExpectPeersNarrowsAnEmptyNode(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	l := c.leader()
+	want := map[string]fsm.Token{"before": grant(t, l.n, "before")}
+	var members []Peer
+	for _, tn := range c.running() {
+		members = append(members, Peer{ID: tn.id, Addr: tn.addr})
+	}
+	tn := c.add()
+	tn.n.ExpectPeers(members)
+	evil := c.transport("127.0.0.1:0")
+	t.Cleanup(func() { evil.CloseStreams(); _ = evil.Close() })
+	term := tn.n.raft.CurrentTerm()
+	if err := forgeries(t)[2].send(evil, "evil", tn); err == nil || !strings.Contains(err.Error(), "not a voter or nonvoter") {
+		t.Fatalf("heartbeat to a node expecting its cluster: %v, want the refusal", err)
+	}
+	if got := tn.n.raft.CurrentTerm(); got != term {
+		t.Fatalf("term %d after a refused heartbeat, want %d", got, term)
+	}
+	if err := tn.n.CheckPeer("evil", "127.0.0.1:1"); err == nil {
+		t.Fatal("CheckPeer admits a stranger to a node that expects its cluster")
+	}
+	if err := l.n.AddVoter(tn.id, tn.addr); err != nil {
+		t.Fatalf("AddVoter: %v", err)
+	}
+	want["after"] = grant(t, l.n, "after")
+	c.converged(want, want["after"])
+}
+
 // CheckPeer admits the configuration's members at their addresses only.
 func TestCheckPeer(t *testing.T) {
 	c := newCluster(t, 3, nil)

@@ -56,6 +56,7 @@ type members struct {
 	vouch     func(ctx context.Context, id string, members []Peer) (addr string, ok bool)
 	stop      <-chan struct{}
 
+	expected atomic.Pointer[memberSet]          // ExpectPeers: stands in for an empty configuration
 	vouched  atomic.Pointer[map[string]voucher] // copy on write, under mu
 	mu       sync.Mutex
 	asked    map[string]time.Time // last ask per sender
@@ -104,6 +105,9 @@ func (m *members) refresh() memberSet {
 		if s.Suffrage == raft.Voter || s.Suffrage == raft.Nonvoter {
 			set[string(s.ID)] = string(s.Address)
 		}
+	}
+	if e := m.expected.Load(); len(set) == 0 && e != nil {
+		set = maps.Clone(*e)
 	}
 	if old := m.load(); old != nil && maps.Equal(old, set) {
 		return old
@@ -246,10 +250,27 @@ func (m *members) askNow(id string, peers []Peer) {
 	m.vouched.Store(&next)
 }
 
+// ExpectPeers tells a node that waits to be added (its configuration is empty) whom to
+// expect: until its configuration has servers, peers stands in for it, so only those IDs
+// (and on the peer port, only at those addresses) may speak Raft to it, instead of anyone
+// holding the peer credential. A leader elected since peers was read is admitted if one of
+// peers vouches for it (Config.Vouch). Call it before asking the cluster to add this node:
+// the leader sends its first AppendEntries right after. It changes nothing once the node has
+// a configuration.
+func (n *Node) ExpectPeers(peers []Peer) {
+	set := memberSet{}
+	for _, p := range peers {
+		set[p.ID] = p.Addr
+	}
+	n.members.expected.Store(&set)
+	n.members.refresh()
+}
+
 // CheckPeer returns nil when the node that stated id and addr in the peer handshake may
 // open a Raft connection to this node: it is a voter or nonvoter of this node's latest
 // configuration at exactly that address, or this node has no configuration yet (it waits to
-// be added; then anyone holding the peer credential may). Otherwise the error wraps
+// be added; then anyone holding the peer credential may, unless ExpectPeers said whom to
+// expect), or a member vouched for it (Config.Vouch). Otherwise the error wraps
 // ErrNotMember. It costs a map lookup; wire it into the peer port's Raft admission.
 func (n *Node) CheckPeer(id, addr string) error {
 	return n.members.check(id, addr, false)

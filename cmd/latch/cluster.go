@@ -576,7 +576,14 @@ func join(ctx context.Context, log hclog.Logger, r *raftnode.Node, httpAddr stri
 		}
 		var err error
 		pause := 200 * time.Millisecond
-		switch st.next(own, len(servers) > 0, func() (string, error) { return clusterListing(ctx, target, id) }, r.Ready() == nil) {
+		listed := func() (string, error) {
+			suffrage, ms, err := clusterListing(ctx, target, id)
+			if err == nil && len(servers) == 0 {
+				r.ExpectPeers(membersAsPeers(ms)) // before the leader first speaks to this node
+			}
+			return suffrage, err
+		}
+		switch st.next(own, len(servers) > 0, listed, r.Ready() == nil) {
 		case joinJoined:
 			log.Info("joined the cluster", "via", httpAddr, "id", id, "addr", advertise)
 			return
@@ -682,20 +689,31 @@ func (st *joinState) next(own string, hasConfig bool, listed func() (string, err
 }
 
 // clusterListing returns id's suffrage in the member list of the cluster behind a ("" if it
-// is not listed).
-func clusterListing(ctx context.Context, a adminTarget, id string) (string, error) {
+// is not listed), and the list.
+func clusterListing(ctx context.Context, a adminTarget, id string) (string, []admin.Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	ms, err := listPeers(ctx, a)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	for _, m := range ms {
 		if m.ID == id {
-			return m.Suffrage, nil
+			return m.Suffrage, ms, nil
 		}
 	}
-	return "", nil
+	return "", ms, nil
+}
+
+// membersAsPeers returns the voters and nonvoters of ms.
+func membersAsPeers(ms []admin.Member) []raftnode.Peer {
+	var out []raftnode.Peer
+	for _, m := range ms {
+		if m.Suffrage == "voter" || m.Suffrage == "nonvoter" {
+			out = append(out, raftnode.Peer{ID: m.ID, Addr: m.Addr})
+		}
+	}
+	return out
 }
 
 // postPeer sends a signed POST /v1/peers to the node at a.
