@@ -208,11 +208,11 @@ func (m *Mux) handle(raw net.Conn) {
 	if !m.lns[ch].deliver(&Conn{Conn: conn, id: id}, deadline) {
 		m.dropped.Add(1)
 		_ = conn.Close()
-		m.log.Warn("authenticated connection not taken by its channel in time; closed", "channel", channelName(ch), "remote", raw.RemoteAddr(), "peer", id)
+		m.log.Warn("authenticated connection not taken by its channel in time; closed", "channel", channelName(ch), "remote", raw.RemoteAddr(), "peer", id.String())
 		return
 	}
 	m.accepted.Add(1)
-	m.log.Debug("connection accepted", "channel", channelName(ch), "remote", raw.RemoteAddr(), "peer", id)
+	m.log.Debug("connection accepted", "channel", channelName(ch), "remote", raw.RemoteAddr(), "peer", id.String())
 }
 
 // fail counts and logs a connection that did not pass the handshake, and closes it.

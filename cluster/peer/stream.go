@@ -52,6 +52,10 @@ type Admission struct {
 var ErrNoIdentity = errors.New("the dialer stated no node identity (a node of an older latch version, or no node): " +
 	"upgrade it, or start this node with --accept-legacy-peers for the time of a rolling upgrade")
 
+// ErrNotReady may be returned (or wrapped) by an Admission's Check while the node cannot
+// say yet (its Raft is starting): the connection is refused without a warning.
+var ErrNotReady = errors.New("this node's Raft is not running yet")
+
 // refusalInterval is how often a refused source is logged.
 const refusalInterval = time.Minute
 
@@ -93,8 +97,10 @@ func (s *StreamLayer) Accept() (net.Conn, error) {
 		if err := s.admit(id); err != nil {
 			_ = c.Close()
 			s.refused.Add(1)
-			if n, ok := s.refusals.allow(id.String() + " " + remoteHost(c)); ok {
-				s.m.log.Warn("refusing a Raft connection", "peer", id, "remote", c.RemoteAddr(), "reason", err, "suppressed", n)
+			if errors.Is(err, ErrNotReady) {
+				s.m.log.Debug("refusing a Raft connection", "peer", id.String(), "remote", c.RemoteAddr().String(), "reason", err)
+			} else if n, ok := s.refusals.allow(id.String() + " " + remoteHost(c)); ok {
+				s.m.log.Warn("refusing a Raft connection", "peer", id.String(), "remote", c.RemoteAddr().String(), "reason", err, "suppressed", n)
 			}
 			continue
 		}

@@ -339,7 +339,7 @@ func raftAdmission(rp *atomic.Pointer[raftnode.Node], legacy bool) peer.Admissio
 		Check: func(id peer.Identity) error {
 			r := rp.Load()
 			if r == nil {
-				return errors.New("this node's Raft is not running yet")
+				return peer.ErrNotReady
 			}
 			return r.CheckPeer(id.ID, id.Addr)
 		},
