@@ -137,11 +137,21 @@ func (f *filter) forward() {
 // admit reports whether rpc may go to raft. If not, it has answered rpc (or will, for an
 // InstallSnapshot whose data is being read) and logged the refusal, once per source.
 func (f *filter) admit(rpc raft.RPC) bool {
-	id, kind := sender(rpc.Command)
+	idb, kind := sender(rpc.Command)
+	if _, ok := f.members.load()[string(idb)]; ok {
+		return true // the hot path: a map lookup, no allocation
+	}
+	id := string(idb)
 	err := f.members.check(id, "", kind == "TimeoutNow")
 	if err == nil {
 		return true
 	}
+	f.refuse(rpc, id, kind, err)
+	return false
+}
+
+// refuse answers rpc with err and logs it, once a minute per sender.
+func (f *filter) refuse(rpc raft.RPC, id, kind string, err error) {
 	f.refused.Add(1)
 	refusal := fmt.Errorf("latch: %s refused: sender %q: %w", kind, id, err)
 	if n, ok := f.refusals.allow(id); ok {
@@ -154,14 +164,13 @@ func (f *filter) admit(rpc raft.RPC) bool {
 			_, _ = io.Copy(io.Discard, rpc.Reader)
 			rpc.Respond(nil, refusal)
 		}()
-		return false
+		return
 	}
 	rpc.Respond(nil, refusal)
-	return false
 }
 
 // sender returns the server ID an RPC names as its sender and the RPC's name for logs.
-func sender(cmd any) (id, kind string) {
+func sender(cmd any) (id []byte, kind string) {
 	switch c := cmd.(type) {
 	case *raft.AppendEntriesRequest:
 		kind = "AppendEntries"
@@ -174,10 +183,10 @@ func sender(cmd any) (id, kind string) {
 	case *raft.TimeoutNowRequest:
 		kind = "TimeoutNow"
 	default:
-		return "", fmt.Sprintf("%T", c)
+		return nil, fmt.Sprintf("%T", c)
 	}
 	if h, ok := cmd.(raft.WithRPCHeader); ok {
-		return string(h.GetRPCHeader().ID), kind
+		return h.GetRPCHeader().ID, kind
 	}
-	return "", kind
+	return nil, kind
 }

@@ -185,15 +185,6 @@ func (m *members) vouchedFor(id, addr string, set memberSet) bool {
 
 // ask asks Config.Vouch about id on a goroutine of its own, unless the limits say not now.
 func (m *members) ask(id string, set memberSet, now time.Time) {
-	var peers []Peer
-	for sid, addr := range set {
-		if sid != m.self {
-			peers = append(peers, Peer{ID: sid, Addr: addr})
-		}
-	}
-	if len(peers) == 0 {
-		return
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.asked == nil {
@@ -207,7 +198,13 @@ func (m *members) ask(id string, set memberSet, now time.Time) {
 			delete(m.asked, s)
 		}
 	}
-	if len(m.asked) >= maxVouched {
+	var peers []Peer
+	for sid, addr := range set {
+		if sid != m.self {
+			peers = append(peers, Peer{ID: sid, Addr: addr})
+		}
+	}
+	if len(m.asked) >= maxVouched || len(peers) == 0 {
 		return
 	}
 	m.asked[id], m.lastAsk, m.inflight = now, now, true
