@@ -54,6 +54,10 @@ type NodeState struct {
 	LastIndex uint64 `json:"last_index"` // its last raft log index; 0 while it has no raft state
 	// Starting: this node has no raft state and is itself waiting to bootstrap.
 	Starting bool `json:"starting,omitempty"`
+	// Servers is this node's latest Raft configuration (empty while it has none), for a
+	// member that lags behind a membership change and asks whether a sender it does not know
+	// is a member (raftnode.Config.Vouch).
+	Servers []raftnode.Server `json:"servers,omitempty"`
 }
 
 // HasHistory reports whether the node has raft history beyond a bootstrap configuration:

@@ -13,8 +13,8 @@ import (
 )
 
 // Config configures both sides of the peer port: Listen uses Secrets, TLS, HandshakeTimeout,
-// MaxHandshakes and Logger; Dial uses Secrets, ClientTLS and HandshakeTimeout. A node passes
-// the same Config to both.
+// MaxHandshakes and Logger; Dial uses Secrets, ClientTLS, ID, Advertise and HandshakeTimeout.
+// A node passes the same Config to both.
 type Config struct {
 	// Secrets are the cluster's peer secrets (--peer-secret-file; never the client secrets of
 	// --secret-file, or a client could talk Raft), each at least wire.MinSecretLen bytes. The
@@ -32,6 +32,15 @@ type Config struct {
 	// ServerName is empty, Dial uses the host of the address it dials. Set exactly when TLS
 	// is set.
 	ClientTLS *tls.Config
+
+	// ID and Advertise are this node's identity: its --id and the address the other nodes
+	// dial (--advertise; what the Raft configuration holds for it). Dial states them inside
+	// the proof (handshake version 2), so the listener knows which node the connection claims
+	// to be (IdentityOf). Set both or neither; neither: Dial states nothing (version 1), as a
+	// tool that is no node does, and a StreamLayer whose Admission requires an identity
+	// refuses such Raft connections.
+	ID        string
+	Advertise string
 
 	// HandshakeTimeout bounds the time from accept (or from the start of a dial) to the end
 	// of the handshake, TLS included. A connection that has not finished by then is closed.
@@ -80,6 +89,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("peer: secret %d of %d: %w", i+1, len(c.Secrets), wire.ErrSecretTooShort)
 		}
 	}
+	if c.ID != "" || c.Advertise != "" {
+		if err := c.identity().validate(); err != nil {
+			return fmt.Errorf("peer: this node's identity (--id and --advertise): %w", err)
+		}
+	}
 	if (c.TLS == nil) != (c.ClientTLS == nil) {
 		return errors.New("peer: set both the listener's and the dialer's TLS config, or neither: a node both accepts and dials peer connections")
 	}
@@ -99,6 +113,9 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// identity is the Identity Dial states.
+func (c Config) identity() Identity { return Identity{ID: c.ID, Addr: c.Advertise} }
 
 // logger returns c.Logger, or a logger that drops everything.
 func (c Config) logger() hclog.Logger {

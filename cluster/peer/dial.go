@@ -11,9 +11,12 @@ import (
 
 // Dial connects to channel ch of the peer port at addr (host:port) and runs the handshake
 // with cfg: TLS if cfg.ClientTLS is set, then the proof with cfg.Secrets[0] if the listener
-// asks for one. The returned connection carries ch's protocol and has no deadline set.
+// asks for one. When cfg.ID is set the dialer states its Identity (cfg.ID, cfg.Advertise)
+// inside the proof (handshake version 2); if the listener does not complete that exchange,
+// as a listener of an older latch does not, Dial connects once more and dials as version 1,
+// stating nothing. The returned connection carries ch's protocol and has no deadline set.
 //
-// The connect and the handshake together end by ctx's deadline or cfg.HandshakeTimeout,
+// The connects and the handshakes together end by ctx's deadline or cfg.HandshakeTimeout,
 // whichever is sooner; cancelling ctx aborts them. Errors wrap ErrRejected, ErrServerProof,
 // ErrSecretRequired, ErrNoSecretOffered, ErrNotPeerPort or ErrUnknownChannel when one of
 // those is the reason.
@@ -27,12 +30,24 @@ func Dial(ctx context.Context, addr string, ch byte, cfg Config) (net.Conn, erro
 	ctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
 	defer cancel()
 
+	id := cfg.identity()
+	conn, err := dialOnce(ctx, addr, ch, cfg, id)
+	if err != nil && id.Stated() && errors.Is(err, errNoVersion2) && ctx.Err() == nil {
+		cfg.logger().Debug("the listener did not take a stated identity (a node of an older latch version?); dialling again without one",
+			"addr", addr, "channel", channelName(ch), "error", err)
+		conn, err = dialOnce(ctx, addr, ch, cfg, Identity{})
+	}
+	return conn, err
+}
+
+// dialOnce connects to addr and runs the handshake, stating id if it is stated.
+func dialOnce(ctx context.Context, addr string, ch byte, cfg Config, id Identity) (net.Conn, error) {
 	var d net.Dialer
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("peer: dial %s: %w", addr, err)
 	}
-	conn, err := clientHandshake(ctx, raw, addr, ch, cfg)
+	conn, err := clientHandshake(ctx, raw, addr, ch, cfg, id)
 	if err != nil {
 		_ = raw.Close()
 		return nil, fmt.Errorf("peer: %s channel of %s: %w", channelName(ch), addr, err)
@@ -42,7 +57,7 @@ func Dial(ctx context.Context, addr string, ch byte, cfg Config) (net.Conn, erro
 
 // clientHandshake runs TLS (if configured) and the dialer's side of the handshake on raw,
 // bounded by ctx. On error the caller closes raw.
-func clientHandshake(ctx context.Context, raw net.Conn, addr string, ch byte, cfg Config) (net.Conn, error) {
+func clientHandshake(ctx context.Context, raw net.Conn, addr string, ch byte, cfg Config, id Identity) (net.Conn, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = raw.SetDeadline(dl)
 	}
@@ -58,7 +73,7 @@ func clientHandshake(ctx context.Context, raw net.Conn, addr string, ch byte, cf
 		}
 		conn = tc
 	}
-	if err := dialHandshake(conn, cfg.Secrets, ch); err != nil {
+	if err := dialHandshake(conn, cfg.Secrets, ch, id); err != nil {
 		return nil, deadlineErr(ctx, err)
 	}
 	if !stop() {

@@ -24,13 +24,35 @@
 //
 //	L -> D  hello    'P' | version=1 | flags | server_nonce[32]              35 bytes
 //	                 flags bit 0: a secret is required; the other bits are 0
-//	D -> L  channel  ch                                                       1 byte
+//	D -> L  version 1 (states nothing):
+//	          ch                                                              1 byte
+//	        version 2 (states the dialer's Identity):
+//	          'I' | ch | len(id) | id | len(addr) | addr          4 + id + addr bytes
 //	        if bit 0: client_nonce[32] | client_proof[32]                    64 bytes
 //	L -> D  verdict  'y'  accepted; if bit 0 followed by server_proof[32]
 //	                 'n'  rejected, and the listener closes: nothing says why
 //
-//	client_proof = HMAC-SHA256(secret, "latch/1 peer client" | ch | client_nonce | server_nonce)
-//	server_proof = HMAC-SHA256(secret, "latch/1 peer server" | ch | client_nonce | server_nonce)
+//	version 1: client_proof = HMAC-SHA256(secret, "latch/1 peer client" | ch | client_nonce | server_nonce)
+//	           server_proof = HMAC-SHA256(secret, "latch/1 peer server" | ch | client_nonce | server_nonce)
+//	version 2: client_proof = HMAC-SHA256(secret, "latch/2 peer client" | ch | ident | client_nonce | server_nonce)
+//	           server_proof = HMAC-SHA256(secret, "latch/2 peer server" | ch | ident | client_nonce | server_nonce)
+//	           ident = len(id) | id | len(addr) | addr, as sent
+//
+// In version 2 the dialer states its node ID (--id) and the address it advertises
+// (--advertise, the address the Raft configuration holds for it), 1 to 255 printable bytes
+// each, inside the proof; the listener hands them with the connection to the channel
+// (IdentityOf). A dialer states them when its Config has ID and Advertise; a tool that is no
+// node states nothing (version 1).
+//
+// Rolling upgrades: the hello is the same in both versions, so a node of an older latch
+// (which speaks version 1 only) still reads it. A version 2 message starts with 'I', which is
+// no channel byte, so such a node rejects it; a dialer whose version 2 exchange fails after
+// a good hello (rejected, or closed) dials once more as version 1. A listener of this version
+// takes both. So old and new nodes connect either way; what a listener does with a connection
+// that stated no identity is its channel's decision (see StreamLayer and Admission: the Raft
+// channel refuses them unless --accept-legacy-peers is set). The fallback lets an attacker on
+// the path (who can forge the 'n') strip a stated identity; that only makes the connection
+// one that states none, which a listener that requires identities refuses anyway.
 //
 // The channel byte is the first byte the dialer writes. The listener speaks first so that a
 // dialer learns before it writes anything whether a secret is asked for: a dialer missing one
@@ -67,10 +89,34 @@
 // connection over that cap is closed at once, so a flood of silent connections costs a
 // bounded number of sockets and goroutines and never stalls the loop.
 //
+// # What binds what
+//
+//   - The secret proof binds the channel and (version 2) the stated identity to this
+//     connection: only a holder of the peer credential can state anything, and a relay
+//     cannot change what was stated.
+//   - With mutual TLS the dialer's certificate must be valid for the host of the address it
+//     states (x509 host name check), or the listener rejects it. Each node's certificate
+//     must name that host anyway, since the other nodes dial it there and verify it. With one
+//     certificate per node and one node per host, a node therefore cannot state another
+//     node's address, and since the Raft admission compares the address with the one the
+//     configuration holds for the ID, nor another node's ID. A shared or wildcard
+//     certificate, or several nodes on one host, binds nothing beyond the cluster CA.
+//   - With secrets only, the identity is a claim: whoever holds the peer credential can state
+//     any member's ID and address. It stops strangers and tools, and a removed node (which
+//     states its own ID); it does not stop a credential holder who lies. Only per-node
+//     certificates make it more than a claim.
+//
+// The StreamLayer applies an Admission to every Raft connection before raft sees it: latch
+// admits the voters and nonvoters of the node's configuration at their configured address
+// (or anyone while the node has no configuration yet: it waits to be added), and connections
+// that stated no identity only with --accept-legacy-peers. Refused connections are closed
+// and logged once a minute per source. Package raftnode checks the sender named inside each
+// RPC against the configuration as well, since one connection may carry any RPC.
+//
 // # What it must never do
 //
 // It never decides anything about locks or Raft state, never parses the bytes of a channel's
 // protocol, and never reads or writes a connection after handing it to its channel. Who may
-// join the cluster is decided by who holds the peer secret or a certificate from the cluster
-// CA; this package checks the proof, not the identity behind it.
+// connect is decided by who holds the peer secret or a certificate from the cluster CA;
+// which identity may speak Raft is decided by the StreamLayer's Admission, given by its owner.
 package peer

@@ -18,7 +18,7 @@ func TestProofIsHMACOfLabelChannelNonces(t *testing.T) {
 	m.Write(client[:])
 	m.Write(server[:])
 	want := m.Sum(nil)
-	got := proof(secretOld, clientLabel, ChannelRaft, &client, &server)
+	got := proof(secretOld, clientLabel, ChannelRaft, nil, &client, &server)
 	if !bytes.Equal(got[:], want) {
 		t.Fatalf("proof = %x, want %x", got, want)
 	}
@@ -29,14 +29,14 @@ func TestProofIsHMACOfLabelChannelNonces(t *testing.T) {
 func TestProofsAreBound(t *testing.T) {
 	var c1, c2, s1, s2 [nonceSize]byte
 	c2[0], s2[0] = 1, 1
-	base := proof(secretOld, clientLabel, ChannelRaft, &c1, &s1)
+	base := proof(secretOld, clientLabel, ChannelRaft, nil, &c1, &s1)
 	others := map[string][proofSize]byte{
-		"channel":      proof(secretOld, clientLabel, ChannelForward, &c1, &s1),
-		"direction":    proof(secretOld, serverLabel, ChannelRaft, &c1, &s1),
-		"client nonce": proof(secretOld, clientLabel, ChannelRaft, &c2, &s1),
-		"server nonce": proof(secretOld, clientLabel, ChannelRaft, &c1, &s2),
-		"nonces swap":  proof(secretOld, clientLabel, ChannelRaft, &s2, &c2),
-		"secret":       proof(secretNew, clientLabel, ChannelRaft, &c1, &s1),
+		"channel":      proof(secretOld, clientLabel, ChannelForward, nil, &c1, &s1),
+		"direction":    proof(secretOld, serverLabel, ChannelRaft, nil, &c1, &s1),
+		"client nonce": proof(secretOld, clientLabel, ChannelRaft, nil, &c2, &s1),
+		"server nonce": proof(secretOld, clientLabel, ChannelRaft, nil, &c1, &s2),
+		"nonces swap":  proof(secretOld, clientLabel, ChannelRaft, nil, &s2, &c2),
+		"secret":       proof(secretNew, clientLabel, ChannelRaft, nil, &c1, &s1),
 	}
 	for name, p := range others {
 		if p == base {
@@ -48,10 +48,10 @@ func TestProofsAreBound(t *testing.T) {
 func TestMatchProof(t *testing.T) {
 	var client, server [nonceSize]byte
 	server[3] = 7
-	withOld := proof(secretOld, clientLabel, ChannelAdmin, &client, &server)
-	withNew := proof(secretNew, clientLabel, ChannelAdmin, &client, &server)
-	serverSide := proof(secretNew, serverLabel, ChannelAdmin, &client, &server)
-	otherChannel := proof(secretNew, clientLabel, ChannelRaft, &client, &server)
+	withOld := proof(secretOld, clientLabel, ChannelAdmin, nil, &client, &server)
+	withNew := proof(secretNew, clientLabel, ChannelAdmin, nil, &client, &server)
+	serverSide := proof(secretNew, serverLabel, ChannelAdmin, nil, &client, &server)
+	otherChannel := proof(secretNew, clientLabel, ChannelRaft, nil, &client, &server)
 	tests := []struct {
 		name    string
 		secrets [][]byte
@@ -69,7 +69,7 @@ func TestMatchProof(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := matchProof(tt.secrets, ChannelAdmin, &client, &server, tt.got)
+			got, ok := matchProof(tt.secrets, ChannelAdmin, nil, &client, &server, tt.got)
 			if ok != (tt.want != nil) || !bytes.Equal(got, tt.want) {
 				t.Fatalf("matchProof = %q, %v; want %q", got, ok, tt.want)
 			}
@@ -88,7 +88,7 @@ func TestChannelsAreDistinctAndKnown(t *testing.T) {
 			t.Fatalf("channel %q not known", ch)
 		}
 	}
-	for _, b := range []byte{0, 'x', 'R', helloMagic, verdictAccept, verdictReject, 0xff} {
+	for _, b := range []byte{0, 'x', 'R', helloMagic, identityMarker, verdictAccept, verdictReject, 0xff} {
 		if knownChannel(b) {
 			t.Errorf("byte %q is a channel", b)
 		}

@@ -196,7 +196,7 @@ func (m *Mux) handle(raw net.Conn) {
 		}
 		conn = tc
 	}
-	ch, err := serveHandshake(conn, m.cfg.Secrets, m.open)
+	ch, id, err := serveHandshake(conn, m.cfg.Secrets, m.open)
 	if err != nil {
 		m.fail(raw, ch, err)
 		return
@@ -205,14 +205,14 @@ func (m *Mux) handle(raw net.Conn) {
 		return // Close ran and closed raw
 	}
 	_ = raw.SetDeadline(time.Time{})
-	if !m.lns[ch].deliver(conn, deadline) {
+	if !m.lns[ch].deliver(&Conn{Conn: conn, id: id}, deadline) {
 		m.dropped.Add(1)
 		_ = conn.Close()
-		m.log.Warn("authenticated connection not taken by its channel in time; closed", "channel", channelName(ch), "remote", raw.RemoteAddr())
+		m.log.Warn("authenticated connection not taken by its channel in time; closed", "channel", channelName(ch), "remote", raw.RemoteAddr(), "peer", id.String())
 		return
 	}
 	m.accepted.Add(1)
-	m.log.Debug("connection accepted", "channel", channelName(ch), "remote", raw.RemoteAddr())
+	m.log.Debug("connection accepted", "channel", channelName(ch), "remote", raw.RemoteAddr(), "peer", id.String())
 }
 
 // fail counts and logs a connection that did not pass the handshake, and closes it.
@@ -222,7 +222,8 @@ func (m *Mux) fail(raw net.Conn, ch byte, err error) {
 		return // closing: not the peer's fault
 	}
 	switch {
-	case errors.Is(err, errBadChannel), errors.Is(err, errClosedChannel), errors.Is(err, errBadProof):
+	case errors.Is(err, errBadChannel), errors.Is(err, errClosedChannel), errors.Is(err, errBadProof),
+		errors.Is(err, errBadIdentity), errors.Is(err, errCertIdentity):
 		m.rejected.Add(1)
 		if n, ok := m.warnLimit.allow(); ok {
 			m.log.Warn("connection rejected", "remote", raw.RemoteAddr(), "channel", channelName(ch), "reason", err, "suppressed", n)

@@ -134,7 +134,7 @@ func TestUnknownChannelRejected(t *testing.T) {
 			msg := []byte{'z'}
 			if len(mode.secrets) > 0 {
 				var client [nonceSize]byte
-				p := proof(secretNew, clientLabel, 'z', &client, (*[nonceSize]byte)(h[3:]))
+				p := proof(secretNew, clientLabel, 'z', nil, &client, (*[nonceSize]byte)(h[3:]))
 				msg = append(append(msg, client[:]...), p[:]...)
 			}
 			if _, err := c.Write(msg); err != nil {

@@ -86,6 +86,7 @@ type raftNode struct {
 	id    raft.ServerID
 	addr  raft.ServerAddress
 	mux   *Mux
+	layer *StreamLayer
 	trans *raft.NetworkTransport
 	fsm   *recordFSM
 	r     *raft.Raft
@@ -98,7 +99,13 @@ func startCluster(t *testing.T, n int, cfgFor func(i int) Config) []*raftNode {
 	nodes := make([]*raftNode, n)
 	var servers []raft.Server
 	for i := range nodes {
-		m := listen(t, cfgFor(i))
+		cfg := cfgFor(i)
+		var m *Mux
+		if cfg.Advertise != "" {
+			m = listenOn(t, cfg.Advertise, cfg)
+		} else {
+			m = listen(t, cfg)
+		}
 		layer, err := NewStreamLayer(m, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -107,7 +114,7 @@ func startCluster(t *testing.T, n int, cfgFor func(i int) Config) []*raftNode {
 			Stream: layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hclog.NewNullLogger(),
 		})
 		id := raft.ServerID("n" + strconv.Itoa(i+1))
-		nodes[i] = &raftNode{id: id, addr: trans.LocalAddr(), mux: m, trans: trans, fsm: &recordFSM{}}
+		nodes[i] = &raftNode{id: id, addr: trans.LocalAddr(), mux: m, layer: layer, trans: trans, fsm: &recordFSM{}}
 		servers = append(servers, raft.Server{ID: id, Address: trans.LocalAddr()})
 	}
 	for _, nd := range nodes {
@@ -439,4 +446,81 @@ func TestRaftClusterRefusesRPCsWithoutClusterCertificate(t *testing.T) {
 			t.Fatalf("term %d after the RPC, want at least %d", after, before+100)
 		}
 	})
+}
+
+// listenOn is listen on addr.
+func listenOn(t *testing.T, addr string, cfg Config) *Mux {
+	t.Helper()
+	m, err := Listen(addr, cfg)
+	if err != nil {
+		t.Fatalf("Listen %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// freeAddrs reserves n loopback addresses (listen, note, close): another process could take
+// one in between, and the test then fails at Listen, loudly.
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ln.Addr().String())
+		_ = ln.Close()
+	}
+	return out
+}
+
+// memberCheck admits the identities of r's configuration, at their addresses.
+func memberCheck(r *raft.Raft) func(Identity) error {
+	return func(id Identity) error {
+		for _, s := range r.GetConfiguration().Configuration().Servers {
+			if string(s.ID) == id.ID && string(s.Address) == id.Addr {
+				return nil
+			}
+		}
+		return fmt.Errorf("%v is not in the configuration", id)
+	}
+}
+
+// With admission on the Raft channel, the cluster's secret is not enough: a dialer that
+// states an identity outside the configuration, or none, reaches no node's raft.
+func TestRaftClusterRefusesNonMembersWithTheSecret(t *testing.T) {
+	t.Parallel()
+	addrs := freeAddrs(t, 3)
+	cfgFor := func(i int) Config {
+		cfg := idConfig(t, "n"+strconv.Itoa(i+1), addrs[i], secretOld, secretNew)
+		cfg.Logger = hclog.NewNullLogger()
+		cfg.HandshakeTimeout = time.Second
+		return cfg
+	}
+	nodes := startCluster(t, 3, cfgFor)
+	for _, nd := range nodes {
+		nd.layer.SetAdmission(Admission{Check: memberCheck(nd.r)})
+	}
+	checkHealthy(t, nodes, []string{"first"})
+
+	t.Run("identity outside the configuration", func(t *testing.T) {
+		attackAll(t, nodes, peerRaftDial(idConfig(t, evilID, "127.0.0.1:1", secretNew)))
+	})
+	t.Run("a member's ID at another address", func(t *testing.T) {
+		attackAll(t, nodes, peerRaftDial(idConfig(t, "n1", "127.0.0.1:1", secretNew)))
+	})
+	t.Run("no identity", func(t *testing.T) { attackAll(t, nodes, peerRaftDial(testConfig(t, secretNew))) })
+	// The members still talk to each other: new connections state their identities.
+	for _, nd := range nodes {
+		nd.trans.CloseStreams()
+	}
+	checkHealthy(t, nodes, []string{"first", "second"})
+	var refused uint64
+	for _, nd := range nodes {
+		refused += nd.layer.Refused()
+	}
+	if want := uint64(3 * 2 * len(rpcs)); refused < want { // 3 ways, 2 targets, a connection per RPC
+		t.Errorf("the nodes refused %d connections, want at least %d", refused, want)
+	}
 }

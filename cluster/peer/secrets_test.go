@@ -187,11 +187,11 @@ func TestServerProofVerified(t *testing.T) {
 		},
 		"dialer's proof reflected": func(_, msg []byte) []byte { return msg[1+nonceSize:] },
 		"proof with another secret": func(hello, msg []byte) []byte {
-			p := proof(secretWrong, serverLabel, msg[0], (*[nonceSize]byte)(msg[1:1+nonceSize]), (*[nonceSize]byte)(hello[3:]))
+			p := proof(secretWrong, serverLabel, msg[0], nil, (*[nonceSize]byte)(msg[1:1+nonceSize]), (*[nonceSize]byte)(hello[3:]))
 			return p[:]
 		},
 		"proof for another channel": func(hello, msg []byte) []byte {
-			p := proof(secretNew, serverLabel, ChannelAdmin, (*[nonceSize]byte)(msg[1:1+nonceSize]), (*[nonceSize]byte)(hello[3:]))
+			p := proof(secretNew, serverLabel, ChannelAdmin, nil, (*[nonceSize]byte)(msg[1:1+nonceSize]), (*[nonceSize]byte)(hello[3:]))
 			return p[:]
 		},
 		"no proof": func(_, _ []byte) []byte { return nil },

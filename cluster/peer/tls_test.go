@@ -22,9 +22,13 @@ func TestMutualTLS(t *testing.T) {
 			s := accept(t, m.Listener(ChannelRaft))
 			sayAndHear(t, c, s, "over tls")
 			sayAndHear(t, s, c, "and back")
-			tc, ok := s.(*tls.Conn)
+			pc, ok := s.(*Conn)
 			if !ok {
-				t.Fatalf("accepted %T, want *tls.Conn", s)
+				t.Fatalf("accepted %T, want *peer.Conn", s)
+			}
+			tc, ok := pc.NetConn().(*tls.Conn)
+			if !ok {
+				t.Fatalf("accepted a connection over %T, want *tls.Conn", pc.NetConn())
 			}
 			st := tc.ConnectionState()
 			if st.Version != tls.VersionTLS13 || len(st.PeerCertificates) == 0 || st.PeerCertificates[0].Subject.CommonName != "n2" {

@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -144,6 +145,17 @@ type Config struct {
 	// results of entries proposed in a leadership may arrive after its OnFollower.
 	OnLeader   func(*fsm.FSM)
 	OnFollower func()
+
+	// Vouch, if set, asks other members about a Raft sender this node refuses: one that
+	// names itself id but is not in this node's (non-empty) configuration. A member that
+	// lagged behind a membership change does not know the nodes added since, and one of them
+	// may lead by now: refused, it could never catch this member up. Vouch asks members (this
+	// node's configuration, itself left out) whether their configuration has id, and returns
+	// the address one of them has for it. A sender vouched for is admitted for a minute, and
+	// asked about again before that runs out. Vouch runs on a goroutine of its own, one at a
+	// time, at most every 100 ms and every 5 s per sender; it must return when ctx ends.
+	// Nil: no member is asked, and such a member must be wiped and added again.
+	Vouch func(ctx context.Context, id string, members []Peer) (addr string, ok bool)
 }
 
 // DefaultConfig returns a Config with every default filled in; set ID, DataDir and a

@@ -19,6 +19,7 @@
 //     leadership ends; IsLeader, Leader.
 //   - Operations: AddVoter, AddNonvoter, RemoveServer, Servers, Status, Ready, Snapshot,
 //     Shutdown (leadership transfer first).
+//   - Who may speak Raft: the filter in front of the transport and CheckPeer (below).
 //
 // # What it must never do
 //
@@ -43,6 +44,49 @@
 // applied nowhere, so its commands get ErrNotApplied; any other error response (a halted
 // FSM, fsm.ErrHalted) is for an entry that is in the log and that upgraded replicas apply,
 // so ErrMaybeApplied.
+//
+// # Who may speak Raft
+//
+// hashicorp/raft takes AppendEntries, InstallSnapshot and TimeoutNow from any sender that
+// reaches its transport (it refuses only votes from outside its configuration), so one
+// forged AppendEntries with LeaderCommitIndex set commits an entry on every node. raft runs
+// on a filter (filter.go) around the real transport: every RPC whose sender, the ID in its
+// RPC header, is not a voter or nonvoter of the node's latest configuration (the one raft
+// uses, committed or not) is answered with an error at once and never reaches raft:
+// AppendEntries, heartbeats on the transport's fast path included, RequestVote,
+// RequestPreVote, InstallSnapshot (its data read off the connection first, up to 256 MiB)
+// and TimeoutNow. Each refused sender is logged once a minute and counted
+// (Status.RefusedRPCs). CheckPeer applies the same set, by ID and configured address, to the
+// peer port's Raft connections (package peer's StreamLayer Admission, wired by cmd).
+//
+// The set is cached: an atomic map, refreshed every second and, at most every 50 ms, when an
+// unknown sender shows up, from GetConfiguration (which in raft v1.8 reads an atomic copy and
+// never waits for raft's main loop). The leader's AppendEntries stream costs a map lookup.
+//
+// Exceptions, for bootstrap and joining:
+//   - A node with an empty configuration (never in a cluster, waiting to be added) cannot
+//     know the leader that will add it. Told whom to expect (ExpectPeers: cmd passes the
+//     member list it reads from the --join target before it asks to be added), it takes RPCs
+//     from those members only (and from a leader elected since, if one of them vouches for
+//     it). Told nothing (a node added by an operator with AddVoter, no --join), it takes
+//     every RPC but TimeoutNow from anyone holding the peer credential: while it waits, such
+//     a holder could feed it a forged log, which its first real leader then has to overwrite.
+//   - The leader appends the configuration entry that adds a node before it sends that node
+//     anything, and followers learn it with the next AppendEntries, so members know a new
+//     member before it first speaks to them (a nonvoter never does; a voter campaigns only
+//     after it has the entry that made it one).
+//   - A member that lagged behind a membership change (down while a node was added, which
+//     may lead by now) does not know the new node, and refused, could never catch up from it.
+//     It asks the members it knows (Config.Vouch; cmd asks them over the admin channel, at
+//     their configured addresses) and admits a sender one of them has in its configuration,
+//     for a minute at a time, until its own configuration has it. If every member it knows is
+//     gone, nobody can vouch: wipe it and add it again.
+//
+// What remains trusted: the sender ID inside an RPC is a claim, and so is the identity a
+// peer states in the handshake unless per-node TLS certificates bind it (package peer: What
+// binds what). Anyone holding the peer credential can still claim to be a member and send
+// RPCs as that member: the filter stops strangers, removed nodes and tools, not a holder of
+// the credential who lies. Keep the peer credential to the nodes.
 //
 // # DESIGN: the proposer
 //

@@ -28,8 +28,10 @@ type Node struct {
 	store   *raftboltdb.BoltStore // term and vote
 	wal     *wal.WAL              // the Raft log
 	walMeta *metadb.BoltMetaDB    // the WAL's metadata; closed after it
-	trans   raft.Transport
-	addr    string // Advertise, resolved
+	trans   raft.Transport        // the real transport, under filter
+	filter  *filter               // what raft runs on: drops RPCs from outside the configuration
+	members members               // the configuration the filter and CheckPeer check against
+	addr    string                // Advertise, resolved
 
 	// Leadership (leader.go). leading is true from just before OnLeader until just
 	// before OnFollower; leadMu orders its changes with the stop of the leader loop.
@@ -147,6 +149,8 @@ func Open(cfg Config) (*Node, error) {
 		shutdownDone: make(chan struct{}),
 	}
 	n.q.signal = make(chan struct{}, 1)
+	n.members.log, n.members.self, n.members.vouch = n.log, cfg.ID, cfg.Vouch
+	n.filter = newFilter(trans, &n.members, n.log)
 	if n.addr != string(trans.LocalAddr()) {
 		n.log.Debug("advertised address differs from the transport's local address; "+
 			"followers learn the leader's address from the configuration by ID",
@@ -195,16 +199,18 @@ func Open(cfg Config) (*Node, error) {
 	}
 	if servers != nil {
 		n.log.Info("bootstrapping a new cluster", "servers", len(servers))
-		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, n.filter.transport(), raft.Configuration{Servers: servers}); err != nil {
 			return fail(fmt.Errorf("raftnode: bootstrap: %w", err))
 		}
 	}
 
-	r, err := raft.NewRaft(rc, f, logs, store, snaps, trans)
+	r, err := raft.NewRaft(rc, f, logs, store, snaps, n.filter.transport())
 	if err != nil {
 		return fail(fmt.Errorf("raftnode: start raft: %w", err))
 	}
 	n.raft = r
+	n.members.start(r, n.stopMonitor)
+	n.filter.start()
 
 	go n.monitor()
 	go n.propose()
@@ -263,6 +269,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("raftnode: raft shutdown: %w", err))
 	}
 	close(n.raftDown)
+	n.filter.stop() // raft closed it if it stopped; if not, it gets no more RPCs
 	// raft closes the transport's listener but not its pooled outgoing connections, which
 	// would keep the peers' handler goroutines (and sockets) alive until this process exits.
 	if cs, ok := n.trans.(interface{ CloseStreams() }); ok && raftStopped {

@@ -39,6 +39,9 @@ type Status struct {
 	InFlight     int       `json:"inflight"` // entries proposed, not yet answered
 	Entries      uint64    `json:"entries"`  // entries proposed since Open
 	Commands     uint64    `json:"commands"` // commands in those entries
+	// RefusedRPCs counts Raft RPCs refused since Open because their sender is not in the
+	// configuration (filter.go).
+	RefusedRPCs uint64 `json:"refused_rpcs"`
 }
 
 // Status returns the node's current status.
@@ -60,6 +63,7 @@ func (n *Node) Status() Status {
 		InFlight:     len(n.slots),
 		Entries:      n.entries.Load(),
 		Commands:     n.commands.Load(),
+		RefusedRPCs:  n.filter.Refused(),
 	}
 	s.LeaderID, s.LeaderAddr = n.Leader()
 	if err := n.fsm.Err(); err != nil {

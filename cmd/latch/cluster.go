@@ -42,6 +42,8 @@ func clusterFlags() []cli.Flag {
 			"A listed node with an empty --data-dir bootstraps only once every other listed node answers that it is new too", EnvVars: env("INITIAL_CLUSTER")},
 		&cli.StringFlag{Name: "join", Usage: "`ADDR` (--http of any member): ask the cluster to add this node (a nonvoter until it has caught up, then a voter); a member already just rejoins. " +
 			"May be given with --initial-cluster: nodes not in the list join, listed ones use it if they find the cluster already exists", EnvVars: env("JOIN")},
+		&cli.BoolFlag{Name: "accept-legacy-peers", Usage: "during a rolling upgrade from a latch version whose peers state no node identity in the peer handshake: " +
+			"accept their Raft connections (each RPC is still checked against the configuration); remove once every node runs this version", EnvVars: env("ACCEPT_LEGACY_PEERS")},
 	}
 }
 
@@ -269,6 +271,7 @@ func startCluster(c *cli.Context, log hclog.Logger, cred credentials, tlsCfg ser
 	// The peer port takes the peer secrets only: the client secret opens none of it.
 	pcfg.Secrets, pcfg.Logger = cred.peer, log.Named("peer")
 	pcfg.TLS, pcfg.ClientTLS = tlsCfg.peer, tlsCfg.dial
+	pcfg.ID, pcfg.Advertise = id, adv
 	mux, err := peer.Listen(c.String("raft-addr"), pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("--raft-addr: %w", err)
@@ -279,6 +282,7 @@ func startCluster(c *cli.Context, log hclog.Logger, cred credentials, tlsCfg ser
 		return nil, fmt.Errorf("--advertise: %w", err)
 	}
 	rp := &atomic.Pointer[raftnode.Node]{}
+	stream.SetAdmission(raftAdmission(rp, c.Bool("accept-legacy-peers")))
 	go admin.ServeChannel(mux.Listener(peer.ChannelAdmin), membership{rp: rp, mux: mux, id: id, starting: !hasState}, log.Named("admin"))
 
 	bootstrap := false
@@ -303,6 +307,7 @@ func startCluster(c *cli.Context, log hclog.Logger, cred credentials, tlsCfg ser
 	if !hasState && !bootstrap && !rcfg.Bootstrap {
 		voteQuarantine(log, rcfg.ElectionTimeout)
 	}
+	rcfg.Vouch = vouch(mux)
 	rcfg.OnLeader = func(f *fsm.FSM) {
 		late.fsm.Store(f)
 		node.Lead()
@@ -334,6 +339,43 @@ func startCluster(c *cli.Context, log hclog.Logger, cred credentials, tlsCfg ser
 		go join(ctx, log.Named("join"), r, joinAddr, newAdminTarget(joinAddr, tlsCfg.admin), id, adv, secret)
 	}
 	return parts, nil
+}
+
+// raftAdmission admits to the Raft channel the peers that state the identity of a voter or
+// nonvoter of this node's configuration (any peer while it has none: it waits to be added),
+// and, with legacy, peers of an older latch that state none.
+func raftAdmission(rp *atomic.Pointer[raftnode.Node], legacy bool) peer.Admission {
+	return peer.Admission{
+		Legacy: legacy,
+		Check: func(id peer.Identity) error {
+			r := rp.Load()
+			if r == nil {
+				return peer.ErrNotReady
+			}
+			return r.CheckPeer(id.ID, id.Addr)
+		},
+	}
+}
+
+// vouch asks the given members, one after another over the admin channel, whether their
+// Raft configuration has id as a voter or nonvoter, and returns the address the first that
+// does has for it (raftnode.Config.Vouch). A member answers for itself only: an answer from
+// a node with another ID at that address is ignored.
+func vouch(mux *peer.Mux) func(ctx context.Context, id string, members []raftnode.Peer) (string, bool) {
+	return func(ctx context.Context, id string, members []raftnode.Peer) (string, bool) {
+		for _, m := range members {
+			st, err := probe(ctx, mux, m.Addr)
+			if err != nil || st.ID != m.ID {
+				continue
+			}
+			for _, s := range st.Servers {
+				if s.ID == id && (s.Suffrage == "voter" || s.Suffrage == "nonvoter") {
+					return s.Addr, true
+				}
+			}
+		}
+		return "", false
+	}
 }
 
 // voteQuarantine keeps a node without raft state out of elections for a while before raft
@@ -516,7 +558,7 @@ func (m membership) State() (admin.NodeState, error) {
 	r := m.rp.Load()
 	switch {
 	case r != nil:
-		return admin.NodeState{ID: m.id, LastIndex: r.Progress().LastLogIndex}, nil
+		return admin.NodeState{ID: m.id, LastIndex: r.Progress().LastLogIndex, Servers: r.Servers()}, nil
 	case m.starting:
 		return admin.NodeState{ID: m.id, Starting: true}, nil
 	default:
@@ -558,7 +600,14 @@ func join(ctx context.Context, log hclog.Logger, r *raftnode.Node, httpAddr stri
 		}
 		var err error
 		pause := 200 * time.Millisecond
-		switch st.next(own, len(servers) > 0, func() (string, error) { return clusterListing(ctx, target, id) }, r.Ready() == nil) {
+		listed := func() (string, error) {
+			suffrage, ms, err := clusterListing(ctx, target, id)
+			if err == nil && len(servers) == 0 {
+				r.ExpectPeers(membersAsPeers(ms)) // before the leader first speaks to this node
+			}
+			return suffrage, err
+		}
+		switch st.next(own, len(servers) > 0, listed, r.Ready() == nil) {
 		case joinJoined:
 			log.Info("joined the cluster", "via", httpAddr, "id", id, "addr", advertise)
 			return
@@ -664,20 +713,31 @@ func (st *joinState) next(own string, hasConfig bool, listed func() (string, err
 }
 
 // clusterListing returns id's suffrage in the member list of the cluster behind a ("" if it
-// is not listed).
-func clusterListing(ctx context.Context, a adminTarget, id string) (string, error) {
+// is not listed), and the list.
+func clusterListing(ctx context.Context, a adminTarget, id string) (string, []admin.Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	ms, err := listPeers(ctx, a)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	for _, m := range ms {
 		if m.ID == id {
-			return m.Suffrage, nil
+			return m.Suffrage, ms, nil
 		}
 	}
-	return "", nil
+	return "", ms, nil
+}
+
+// membersAsPeers returns the voters and nonvoters of ms.
+func membersAsPeers(ms []admin.Member) []raftnode.Peer {
+	var out []raftnode.Peer
+	for _, m := range ms {
+		if m.Suffrage == "voter" || m.Suffrage == "nonvoter" {
+			out = append(out, raftnode.Peer{ID: m.ID, Addr: m.Addr})
+		}
+	}
+	return out
 }
 
 // postPeer sends a signed POST /v1/peers to the node at a.

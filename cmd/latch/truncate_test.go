@@ -13,8 +13,8 @@ import (
 	"github.com/latchd/latch/wire/wiretest"
 )
 
-// raftStatus is the part of /v1/status these tests read.
-type raftStatus struct {
+// logProgress is the part of /v1/status the truncation test reads.
+type logProgress struct {
 	Raft struct {
 		Term         uint64 `json:"term"`
 		CommitIndex  uint64 `json:"commit_index"`
@@ -22,8 +22,8 @@ type raftStatus struct {
 	} `json:"raft"`
 }
 
-func (p *proc) raftStatus() (raftStatus, bool) {
-	var s raftStatus
+func (p *proc) logProgress() (logProgress, bool) {
+	var s logProgress
 	code, body := httpGetQuiet(p.http + "/v1/status")
 	return s, code == 200 && json.Unmarshal([]byte(body), &s) == nil
 }
@@ -73,7 +73,7 @@ func TestDeposedLeaderWithAClearedTailRestarts(t *testing.T) {
 		}
 	}
 	grantThrough(t, tc.procs[old], "before")
-	before, _ := tc.procs[old].raftStatus()
+	before, _ := tc.procs[old].logProgress()
 
 	// Followers killed (not stopped: a stopped process's socket buffers would still take the
 	// leader's AppendEntries and apply them on resume): the leader appends to its own log
@@ -89,7 +89,7 @@ func TestDeposedLeaderWithAClearedTailRestarts(t *testing.T) {
 		c.Raw(t, wiretest.Acquire(uint64(i+1), 0, 30, fmt.Sprintf("lost/%d", i)))
 	}
 	clustertest.Eventually(t, 20*time.Second, "the old leader appends the proposals it cannot commit", func() bool {
-		s, ok := tc.procs[old].raftStatus()
+		s, ok := tc.procs[old].logProgress()
 		return ok && s.Raft.LastLogIndex > before.Raft.CommitIndex
 	})
 	clustertest.Eventually(t, 30*time.Second, "the old leader steps down without a quorum", func() bool { return !tc.leading(old) })
@@ -99,7 +99,7 @@ func TestDeposedLeaderWithAClearedTailRestarts(t *testing.T) {
 		}
 	}
 	c.Close()
-	tail, _ := tc.procs[old].raftStatus()
+	tail, _ := tc.procs[old].logProgress()
 
 	// The old leader stopped, the others restart, elect a leader and write past its tail.
 	tc.procs[old].signal(t, syscall.SIGSTOP)
@@ -112,7 +112,7 @@ func TestDeposedLeaderWithAClearedTailRestarts(t *testing.T) {
 	nl := tc.leader(old)
 	for i := 0; ; i++ {
 		grantThrough(t, tc.procs[nl], fmt.Sprintf("new/%d", i))
-		if s, ok := tc.procs[nl].raftStatus(); ok && s.Raft.LastLogIndex > tail.Raft.LastLogIndex+2 {
+		if s, ok := tc.procs[nl].logProgress(); ok && s.Raft.LastLogIndex > tail.Raft.LastLogIndex+2 {
 			break
 		}
 		if i > 200 {
