@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/latchd/latch/cluster/ratelog"
 )
 
 // ErrNotAdvertisable is returned by NewStreamLayer when the address other nodes would be told
@@ -31,7 +33,7 @@ type StreamLayer struct {
 	advertise net.Addr
 	admission atomic.Pointer[Admission]
 	refused   atomic.Uint64
-	refusals  *sourceLog
+	refusals  *ratelog.Limiter
 }
 
 // Admission decides which authenticated Raft connections a StreamLayer hands to raft.
@@ -75,7 +77,7 @@ func NewStreamLayer(m *Mux, advertise net.Addr) (*StreamLayer, error) {
 		return nil, fmt.Errorf("peer: advertise address %s: %w", advertise, ErrNotAdvertisable)
 	}
 	return &StreamLayer{m: m, ln: m.Listener(ChannelRaft), advertise: advertise,
-		refusals: newSourceLog(refusalInterval, maxRefusalSources)}, nil
+		refusals: ratelog.New(refusalInterval, maxRefusalSources)}, nil
 }
 
 // SetAdmission sets the Admission that Accept applies from now on. Until it is first
@@ -99,7 +101,7 @@ func (s *StreamLayer) Accept() (net.Conn, error) {
 			s.refused.Add(1)
 			if errors.Is(err, ErrNotReady) {
 				s.m.log.Debug("refusing a Raft connection", "peer", id.String(), "remote", c.RemoteAddr().String(), "reason", err)
-			} else if n, ok := s.refusals.allow(id.String() + " " + remoteHost(c)); ok {
+			} else if n, ok := s.refusals.Allow(id.String() + " " + remoteHost(c)); ok {
 				s.m.log.Warn("refusing a Raft connection", "peer", id.String(), "remote", c.RemoteAddr().String(), "reason", err, "suppressed", n)
 			}
 			continue

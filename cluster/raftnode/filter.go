@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/latchd/latch/cluster/ratelog"
 )
 
 // snapshotDrainLimit is the largest refused InstallSnapshot whose data the filter reads to
@@ -40,7 +42,7 @@ type filter struct {
 	done     chan struct{}
 	stopOnce sync.Once
 	log      hclog.Logger
-	refusals *sourceLog
+	refusals *ratelog.Limiter
 	refused  atomic.Uint64
 }
 
@@ -60,7 +62,7 @@ func newFilter(inner raft.Transport, m *members, log hclog.Logger) *filter {
 		out:       make(chan raft.RPC),
 		done:      make(chan struct{}),
 		log:       log,
-		refusals:  newSourceLog(refusalInterval, maxRefusalSources),
+		refusals:  ratelog.New(refusalInterval, maxRefusalSources),
 	}
 }
 
@@ -154,7 +156,7 @@ func (f *filter) admit(rpc raft.RPC) bool {
 func (f *filter) refuse(rpc raft.RPC, id, kind string, err error) {
 	f.refused.Add(1)
 	refusal := fmt.Errorf("latch: %s refused: sender %q: %w", kind, id, err)
-	if n, ok := f.refusals.allow(id); ok {
+	if n, ok := f.refusals.Allow(id); ok {
 		f.log.Warn("refusing Raft RPCs from a sender outside the configuration", "sender", id, "rpc", kind, "reason", err, "suppressed", n)
 	}
 	if req, ok := rpc.Command.(*raft.InstallSnapshotRequest); ok && rpc.Reader != nil && req.Size <= snapshotDrainLimit {
