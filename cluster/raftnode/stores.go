@@ -12,6 +12,7 @@ import (
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
 	"go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // stores are a node's files under its data directory:
@@ -45,7 +46,7 @@ func openStores(dir string, base hclog.Logger) (*stores, error) {
 		},
 		NoSync: false, // never: votes must survive a power loss
 	})
-	if errors.Is(err, bbolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w (%s stayed locked for %v)", ErrDataDirInUse, path, boltOpenTimeout)
 	}
 	if err != nil {
