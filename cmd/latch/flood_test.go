@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -393,4 +395,102 @@ func metricLine(exposition, name string) string {
 		}
 	}
 	return ""
+}
+
+// Issue 11: 3,000 idle keep-alive connections to --http stayed open for good, and on a node
+// with a 1,200 descriptor limit they made the client port fail accept (too many open
+// files). With that limit, the HTTP connection cap (256) keeps the node's descriptors in
+// hand: /healthz answers, a client connects and acquires, and nothing fails to accept.
+func TestHTTPIdleFloodUnderLowDescriptorLimit(t *testing.T) {
+	t.Parallel()
+	const conns = 3000
+	cmd := exec.Command("sh", "-c", `ulimit -n 1200 && exec "$0" "$@"`, latchBin, "server", "--log-format", "json",
+		"--listen", "127.0.0.1:0", "--http", "127.0.0.1:0")
+	p := spawn(t, cmd, "server")
+	p.awaitServing(t)
+	limit := procLimit(p, "Max open files")
+
+	var answered, closedEarly, asked atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	sem := make(chan struct{}, 100)
+	for range conns {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			c, err := net.DialTimeout("tcp", p.http, 5*time.Second)
+			<-sem
+			if err != nil {
+				asked.Add(1)
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(time.Minute))
+			br := bufio.NewReader(c)
+			var resp *http.Response
+			if _, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: latch\r\n\r\n"); err == nil {
+				resp, err = http.ReadResponse(br, nil)
+			}
+			asked.Add(1)
+			if err != nil {
+				return // closed to make room before its answer
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			answered.Add(1)
+			done := make(chan struct{})
+			go func() { br.ReadByte(); close(done) }() // idle until the server closes it
+			select {
+			case <-done:
+				closedEarly.Add(1)
+			case <-stop:
+			}
+		}()
+	}
+	for wait := time.Now().Add(20 * time.Second); (len(sem) > 0 || answered.Load() < conns/2) && time.Now().Before(wait); {
+		time.Sleep(10 * time.Millisecond) // until the flood is well under way
+	}
+	if code, body := httpGet(t, "http://"+p.http+"/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz during the flood: %d %q", code, body)
+	}
+	c := wiretest.Dial(t, p.listen)
+	c.Hello(t, nil)
+	if r := c.Do(t, wiretest.Acquire(1, 0, 30, "http/flood")); r.Op != wire.OpAcquire {
+		t.Fatalf("acquire during the HTTP flood: %s", wiretest.Describe(r))
+	}
+	// Every connection has had its answer (or was closed first); all but the newest 256 of
+	// those answered are closed, long before the 30 s idle timeout.
+	deadline := time.Now().Add(20 * time.Second)
+	for (asked.Load() < conns || closedEarly.Load() < answered.Load()-256) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("%d keep-alive connections: %d answered, %d closed by the server to make room (cap 256); descriptor limit %s; server peak RSS %s",
+		conns, answered.Load(), closedEarly.Load(), limit, vmHWM(p))
+	close(stop)
+	wg.Wait()
+	if closedEarly.Load() < answered.Load()-256 {
+		t.Fatalf("only %d of %d answered connections closed by the server: the cap held more than 256", closedEarly.Load(), answered.Load())
+	}
+	if strings.Contains(p.stderr.String(), "too many open files") {
+		t.Fatalf("the node ran out of descriptors:\n%s", p.stderr.String())
+	}
+	c.Alive(t, 2)
+}
+
+// procLimit returns the soft and hard value of one limit in /proc/PID/limits, or "unknown".
+func procLimit(p *proc, name string) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", p.cmd.Process.Pid))
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name); ok {
+			f := strings.Fields(v)
+			if len(f) >= 2 {
+				return f[0] + " (hard " + f[1] + ")"
+			}
+		}
+	}
+	return "unknown"
 }
