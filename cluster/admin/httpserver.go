@@ -110,6 +110,9 @@ func transfers(h http.Handler, cfg HTTPConfig) http.Handler {
 		switch {
 		case r.Method == http.MethodPost && r.URL.Path == "/v1/restore":
 			rc := http.NewResponseController(w)
+			// On a copy: the server decides from its own request's body whether an unread
+			// body is too big to drain before it answers (it closes the connection instead).
+			r = r.WithContext(r.Context())
 			r.Body = &pacedBody{ReadCloser: r.Body, rc: rc, start: time.Now(), cfg: cfg}
 			_ = rc.SetWriteDeadline(time.Now().Add(cfg.ReadTimeout + transferTimeout + cfg.WriteTimeout))
 		case r.Method == http.MethodGet && r.URL.Path == "/v1/snapshot":

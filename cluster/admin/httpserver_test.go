@@ -373,3 +373,20 @@ func memReport() string {
 	}
 	return fmt.Sprintf("process peak RSS %s, Go heap in use %d MiB, Go sys %d MiB", hwm, ms.HeapInuse>>20, ms.Sys>>20)
 }
+
+// A restore refused from its headers is answered at once even though its announced body is
+// neither sent nor read: the pacing must not make the server drain the body first.
+func TestHTTPRestoreRefusedBeforeItsBody(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/restore", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "unsigned", http.StatusUnauthorized)
+	})
+	addr, _ := serveHTTP(t, mux, DefaultHTTPConfig())
+	c := rawHTTP(t, addr)
+	_, _ = io.WriteString(c, "POST /v1/restore?token_floor=5 HTTP/1.1\r\nHost: latch\r\nContent-Length: 900000000\r\n\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(httpSlack))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("refused restore: %v %v, want 401 at once", resp, err)
+	}
+}
