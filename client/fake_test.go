@@ -717,3 +717,19 @@ func TestFakeClose(t *testing.T) {
 	}
 	cl.Close() // twice is fine
 }
+
+// A server that answers the hello with E unavailable refused the connection (its connection
+// limit): the error says so, not "no leader".
+func TestFakeHelloRefusedSaysConnectionLimit(t *testing.T) {
+	fs := newFakeServer(t, withHelloError(wire.ReasonUnavailable))
+	cl := newTestClient(t, Config{Servers: []string{fs.addr}, Conns: 1})
+	_, err := cl.Acquire(context.Background(), "k", 0, AcquireOptions{Wait: 300 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "connection limit (--max-conns)") || strings.Contains(err.Error(), "no leader") {
+		t.Fatalf("Acquire: %v, want an error about the connection limit", err)
+	}
+	var se *ServerError
+	if !errors.Is(refusedError{}, ErrUnavailable) || !errors.As(refusedError{}, &se) || se.Reason != wire.ReasonUnavailable {
+		t.Fatal("refusedError is not ErrUnavailable and a ServerError to errors.Is and errors.As")
+	}
+	t.Logf("Acquire: %v", err)
+}

@@ -270,12 +270,26 @@ func (cl *Client) handshake(nc net.Conn, addr string) (*frameReader, error) {
 	return fr, nil
 }
 
+// refusedError is E unavailable in answer to the hello: the server did not take the
+// connection. A server says that only when it is at its connection limit (it stops
+// accepting when it shuts down). It is ErrUnavailable and a ServerError to errors.Is and
+// errors.As, without ErrUnavailable's text about leaders.
+type refusedError struct{}
+
+func (refusedError) Error() string {
+	return "the server refused the connection: it is at its connection limit (--max-conns), or its share for connections still in the handshake is full; retry later or elsewhere"
+}
+
+func (refusedError) Unwrap() error { return &ServerError{Reason: wire.ReasonUnavailable} }
+
 // handshakeFrame reads the next handshake frame, which must be want or E.
 func handshakeFrame(fr *frameReader, addr string, want wire.Op) (wire.Response, error) {
 	r, err := fr.next()
 	switch {
 	case err != nil:
 		return r, fmt.Errorf("handshake with %s: %w", addr, err)
+	case r.Op == wire.OpError && r.Reason == wire.ReasonUnavailable:
+		return r, fmt.Errorf("handshake with %s: %w", addr, refusedError{})
 	case r.Op == wire.OpError:
 		return r, fmt.Errorf("handshake with %s: %w", addr, &ServerError{Reason: r.Reason})
 	case r.Op != want:

@@ -25,7 +25,8 @@ import (
 //
 // One request per connection: a JSON line (ChannelRequest), followed for "restore" by Size
 // bytes of backup; the answer is a JSON line (channelResponse), followed for "snapshot" by
-// Size bytes of backup.
+// Size bytes of backup. A size is only a claim: the reader's buffer grows with the bytes
+// that arrive (readClaimed), never to the size announced before they do.
 
 // ChannelRequest is one request on the admin channel.
 type ChannelRequest struct {
@@ -125,8 +126,8 @@ func serveChannelConn(conn net.Conn, local Cluster, log hclog.Logger) {
 			err = fmt.Errorf("admin: backup size %d out of range (1..%d)", req.Size, MaxSnapshot)
 			break
 		}
-		data := make([]byte, req.Size)
-		if _, err = io.ReadFull(br, data); err != nil {
+		var data []byte
+		if data, err = readClaimed(br, req.Size); err != nil { // grows as the bytes come
 			return
 		}
 		var res raftnode.Restored
@@ -206,8 +207,8 @@ func call(ctx context.Context, conn net.Conn, req ChannelRequest, payload []byte
 	}
 	var body []byte
 	if resp.Size > 0 {
-		body = make([]byte, resp.Size)
-		if _, err := io.ReadFull(br, body); err != nil {
+		var err error
+		if body, err = readClaimed(br, resp.Size); err != nil { // grows as the bytes come
 			return resp, nil, fmt.Errorf("admin: backup cut short: %w", err)
 		}
 	}

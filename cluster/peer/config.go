@@ -12,9 +12,9 @@ import (
 	"github.com/latchd/latch/wire"
 )
 
-// Config configures both sides of the peer port: Listen uses Secrets, TLS, HandshakeTimeout,
-// MaxHandshakes and Logger; Dial uses Secrets, ClientTLS, ID, Advertise and HandshakeTimeout.
-// A node passes the same Config to both.
+// Config configures both sides of the peer port: Listen uses Secrets, TLS, the timeouts, the
+// handshake caps and Logger; Dial uses Secrets, ClientTLS, ID, Advertise and
+// HandshakeTimeout. A node passes the same Config to both.
 type Config struct {
 	// Secrets are the cluster's peer secrets (--peer-secret-file; never the client secrets of
 	// --secret-file, or a client could talk Raft), each at least wire.MinSecretLen bytes. The
@@ -44,20 +44,41 @@ type Config struct {
 
 	// HandshakeTimeout bounds the time from accept (or from the start of a dial) to the end
 	// of the handshake, TLS included. A connection that has not finished by then is closed.
+	// A member needs milliseconds (a few round trips); the bound is for slow networks.
 	HandshakeTimeout time.Duration
 
-	// MaxHandshakes is the most accepted connections that may be between accept and
-	// hand-off to their channel at once; more are closed as they arrive.
+	// FirstByteTimeout bounds the time from accept to the dialer's first byte: its channel
+	// byte (which a member sends the moment it has read the hello) or, with TLS, its
+	// ClientHello. A connection that has sent nothing by then is closed, so a silent one
+	// holds its handshake slot only this long. It also marks a connection as stale: one
+	// still in the handshake after this long may be evicted to make room. Zero means
+	// DefaultFirstByteTimeout; it never extends HandshakeTimeout.
+	FirstByteTimeout time.Duration
+
+	// MaxHandshakes is the most accepted connections that may be in the handshake at once.
+	// When it is reached a newcomer still gets in: the oldest connection that has sent
+	// nothing (or is stale) of the source holding the most connections is closed to make
+	// room. Only when no connection can make room is the newcomer closed.
 	MaxHandshakes int
+
+	// MaxHandshakesPerSource is the most connections in the handshake from one source (an
+	// IPv4 address or an IPv6 /64). A source at its cap makes room from its own connections,
+	// oldest silent first, so it cannot take slots from others. Zero means
+	// DefaultMaxHandshakesPerSource; it is capped at MaxHandshakes. On one host (loopback)
+	// every node is one source: the cap then protects nothing, and members get in because
+	// silent connections make room first.
+	MaxHandshakesPerSource int
 
 	// Logger receives one line per rejected or failed connection. Nil: no logging.
 	Logger hclog.Logger
 }
 
-// Defaults used by DefaultConfig.
+// Defaults used by DefaultConfig (and for the zero values their fields document).
 const (
-	DefaultHandshakeTimeout = 5 * time.Second
-	DefaultMaxHandshakes    = 128
+	DefaultHandshakeTimeout       = 3 * time.Second
+	DefaultFirstByteTimeout       = time.Second
+	DefaultMaxHandshakes          = 1024
+	DefaultMaxHandshakesPerSource = 256
 )
 
 // DefaultConfig returns a Config with the default timeout and cap, no secrets, no TLS and
@@ -83,6 +104,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxHandshakes < 1 {
 		return fmt.Errorf("peer: max handshakes %d: set it to at least 1 (default %d)", c.MaxHandshakes, DefaultMaxHandshakes)
+	}
+	if c.FirstByteTimeout < 0 {
+		return fmt.Errorf("peer: first-byte timeout %v: set it above zero, or to zero for the default %v", c.FirstByteTimeout, DefaultFirstByteTimeout)
+	}
+	if c.MaxHandshakesPerSource < 0 {
+		return fmt.Errorf("peer: max handshakes per source %d: set it to at least 1, or to zero for the default %d", c.MaxHandshakesPerSource, DefaultMaxHandshakesPerSource)
 	}
 	for i, s := range c.Secrets {
 		if len(s) < wire.MinSecretLen {
@@ -116,6 +143,23 @@ func (c Config) Validate() error {
 
 // identity is the Identity Dial states.
 func (c Config) identity() Identity { return Identity{ID: c.ID, Addr: c.Advertise} }
+
+// firstByteTimeout is FirstByteTimeout or its default.
+func (c Config) firstByteTimeout() time.Duration {
+	if c.FirstByteTimeout == 0 {
+		return DefaultFirstByteTimeout
+	}
+	return c.FirstByteTimeout
+}
+
+// maxPerSource is MaxHandshakesPerSource or its default, at most MaxHandshakes.
+func (c Config) maxPerSource() int {
+	n := c.MaxHandshakesPerSource
+	if n == 0 {
+		n = DefaultMaxHandshakesPerSource
+	}
+	return min(n, c.MaxHandshakes)
+}
 
 // logger returns c.Logger, or a logger that drops everything.
 func (c Config) logger() hclog.Logger {

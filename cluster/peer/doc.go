@@ -82,12 +82,26 @@
 //
 // # Bounds
 //
-// Every accepted connection must finish the handshake (TLS included) within
-// Config.HandshakeTimeout or it is closed. The accept loop only accepts: each connection is
-// authenticated in its own goroutine and, once accepted, queued for its channel's Listener.
-// At most Config.MaxHandshakes connections are between accept and hand-off at once; a
-// connection over that cap is closed at once, so a flood of silent connections costs a
-// bounded number of sockets and goroutines and never stalls the loop.
+// Every accepted connection must send its first byte (its channel byte, or its TLS
+// ClientHello) within Config.FirstByteTimeout of accept (default 1 s), and finish the
+// handshake, TLS included, within Config.HandshakeTimeout (default 3 s), or it is closed. A
+// member needs milliseconds for either: it answers the hello at once. The accept loop only
+// accepts: each connection is authenticated in its own goroutine and, once accepted, queued
+// for its channel's Listener.
+//
+// At most Config.MaxHandshakes connections (default 1024) are in the handshake at once, and
+// at most Config.MaxHandshakesPerSource (default 256) from one source (an IPv4 address or an
+// IPv6 /64). A newcomer over either cap is not turned away while a connection can make room:
+// the oldest connection that has sent nothing yet, or has been in the handshake longer than
+// FirstByteTimeout, is closed instead, taken from the newcomer's own source when that source
+// is at its cap, else from the source holding the most. Only when every connection in the way
+// has spoken recently is the newcomer closed at once. So a flood of silent connections costs
+// a bounded number of sockets and goroutines and never stalls the loop; it cannot take the
+// slots of another source; and even from the members' own address (one host, loopback) it
+// cannot lock a member out, because the member's fresh connection speaks within
+// milliseconds while the flood's connections are the oldest silent ones. There is no queue
+// in front of the handshake: behind silent connections a member would wait for their
+// deadlines.
 //
 // # What binds what
 //

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +34,7 @@ type Mux struct {
 	log  hclog.Logger
 	ln   net.Listener
 	lns  map[byte]*listener // one per channel; fixed by Listen
-	sem  chan struct{}      // a slot per connection between accept and hand-off
+	tab  *table             // connections in the handshake: who may enter, who makes room
 	ctx  context.Context    // cancelled by Close; closes connections still in the handshake
 	stop context.CancelFunc
 	wg   sync.WaitGroup // the accept loop and every handshake goroutine
@@ -41,8 +42,9 @@ type Mux struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	accepted, rejected, failed, shed, dropped atomic.Uint64
-	warnLimit                                 logLimit
+	accepted, rejected, failed, shed, evicted, dropped atomic.Uint64
+	handshaking                                        atomic.Int64 // goroutines in handle
+	warnLimit, shedLimit                               logLimit
 }
 
 // Stats counts what the Mux did with the connections it accepted.
@@ -55,8 +57,13 @@ type Stats struct {
 	// Failed connections did not complete the handshake: TLS failed, they timed out, closed
 	// or sent too little.
 	Failed uint64
-	// Shed connections arrived while MaxHandshakes were in progress and were closed at once.
+	// Shed connections were closed at once on arrival: their source already held
+	// MaxHandshakesPerSource connections, or the table MaxHandshakes, and none of those could
+	// make room (every one had spoken and was younger than FirstByteTimeout).
 	Shed uint64
+	// Evicted connections were closed to make room for a newcomer: they had sent nothing
+	// yet, or had been in the handshake longer than FirstByteTimeout.
+	Evicted uint64
 	// Dropped connections were authenticated but their channel did not take them before the
 	// handshake deadline, or its Listener was closed.
 	Dropped uint64
@@ -80,7 +87,7 @@ func Listen(addr string, cfg Config) (*Mux, error) {
 		log: cfg.logger(),
 		ln:  ln,
 		lns: make(map[byte]*listener, len(channels)),
-		sem: make(chan struct{}, cfg.MaxHandshakes),
+		tab: newTable(cfg.MaxHandshakes, cfg.maxPerSource(), cfg.firstByteTimeout()),
 	}
 	m.ctx, m.stop = context.WithCancel(context.Background())
 	for _, ch := range channels {
@@ -117,8 +124,9 @@ func (m *Mux) Stats() Stats {
 		Rejected:    m.rejected.Load(),
 		Failed:      m.failed.Load(),
 		Shed:        m.shed.Load(),
+		Evicted:     m.evicted.Load(),
 		Dropped:     m.dropped.Load(),
-		Handshaking: len(m.sem),
+		Handshaking: int(m.handshaking.Load()),
 	}
 }
 
@@ -158,46 +166,66 @@ func (m *Mux) acceptLoop() {
 			continue
 		}
 		delay = 0
-		select {
-		case m.sem <- struct{}{}:
-		default:
-			m.shed.Add(1)
-			_ = c.Close()
-			if n, ok := m.warnLimit.allow(); ok {
-				m.log.Warn("too many connections in the handshake; closing new ones", "max_handshakes", m.cfg.MaxHandshakes, "remote", c.RemoteAddr(), "suppressed", n)
-			}
-			continue
-		}
-		m.wg.Add(1)
-		go m.handle(c)
+		m.admit(c)
 	}
 }
 
-// handle authenticates one accepted connection and hands it to its channel. It runs in its
-// own goroutine and holds a handshake slot until it returns.
-func (m *Mux) handle(raw net.Conn) {
-	defer m.wg.Done()
-	defer func() { <-m.sem }()
+// admit enters c into the handshake table and starts its handshake, or closes it; a
+// connection evicted to make room for c is closed here.
+func (m *Mux) admit(c net.Conn) {
+	src := sourceOf(c.RemoteAddr())
+	p, victim := m.tab.admit(c, src, time.Now())
+	if victim != nil {
+		_ = victim.conn.Close()
+		m.evicted.Add(1)
+		// Let the handshakes in progress run before the next eviction: under a flood from
+		// a member's own address the member's fresh connection is safe only while fewer
+		// than MaxHandshakesPerSource newer ones have arrived, and it needs a few turns of
+		// its goroutine (hello out, channel byte in) to get off the list of silent ones.
+		defer runtime.Gosched()
+		if n, ok := m.shedLimit.allow(); ok {
+			m.log.Warn("handshake slots full; closed the oldest silent or stale connection to make room", "source", victim.src,
+				"max_handshakes", m.cfg.MaxHandshakes, "max_handshakes_per_source", m.tab.perSource, "suppressed", n)
+		}
+	}
+	if p == nil {
+		_ = c.Close()
+		m.shed.Add(1)
+		if n, ok := m.shedLimit.allow(); ok {
+			m.log.Warn("handshake slots full and none can be freed; closing the new connection", "source", src,
+				"max_handshakes", m.cfg.MaxHandshakes, "max_handshakes_per_source", m.tab.perSource, "suppressed", n)
+		}
+		return
+	}
+	m.handshaking.Add(1)
+	m.wg.Add(1)
+	go m.handle(p)
+}
 
-	deadline := time.Now().Add(m.cfg.HandshakeTimeout)
+// handle authenticates one accepted connection and hands it to its channel. It runs in its
+// own goroutine; the connection keeps its slot in the table until the handshake has ended.
+func (m *Mux) handle(p *pending) {
+	defer m.wg.Done()
+	defer m.handshaking.Add(-1)
+	raw := p.conn
+
+	deadline := p.at.Add(m.cfg.HandshakeTimeout)
 	ctx, cancel := context.WithDeadline(m.ctx, deadline)
 	defer cancel()
-	// Close aborts the handshake; the deadline ends a peer that is slow or silent.
+	// Close aborts the handshake; the deadlines end a peer that is slow or silent.
 	stop := context.AfterFunc(m.ctx, func() { _ = raw.Close() })
 	defer stop()
-	_ = raw.SetDeadline(deadline)
+	_ = raw.SetWriteDeadline(deadline)
+	_ = raw.SetReadDeadline(earliest(p.at.Add(m.cfg.firstByteTimeout()), deadline))
 
-	conn := raw
-	if m.cfg.TLS != nil {
-		tc := tls.Server(raw, m.cfg.TLS)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			m.fail(raw, 0, fmt.Errorf("TLS handshake: %w", err))
-			return
-		}
-		conn = tc
+	conn, ch, id, err := m.authenticate(ctx, &firstByte{Conn: raw, p: p, deadline: deadline})
+	if !m.tab.remove(p) {
+		return // evicted: admit closed raw and counted it
 	}
-	ch, id, err := serveHandshake(conn, m.cfg.Secrets, m.open)
 	if err != nil {
+		if !p.spoke.Load() && isTimeout(err) {
+			err = fmt.Errorf("the dialer sent nothing within %v of accept (a member answers the hello at once): %w", m.cfg.firstByteTimeout(), err)
+		}
 		m.fail(raw, ch, err)
 		return
 	}
@@ -213,6 +241,36 @@ func (m *Mux) handle(raw net.Conn) {
 	}
 	m.accepted.Add(1)
 	m.log.Debug("connection accepted", "channel", channelName(ch), "remote", raw.RemoteAddr(), "peer", id.String())
+}
+
+// authenticate runs TLS (if configured) and the listener's side of the handshake on c and
+// returns the connection to hand on (c's TLS wrapper, or the raw connection under c), its
+// channel and the identity the dialer stated.
+func (m *Mux) authenticate(ctx context.Context, c *firstByte) (net.Conn, byte, Identity, error) {
+	if m.cfg.TLS == nil {
+		ch, id, err := serveHandshake(c, m.cfg.Secrets, m.open)
+		return c.Conn, ch, id, err
+	}
+	tc := tls.Server(c, m.cfg.TLS)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, 0, Identity{}, fmt.Errorf("TLS handshake: %w", err)
+	}
+	ch, id, err := serveHandshake(tc, m.cfg.Secrets, m.open)
+	return tc, ch, id, err
+}
+
+// isTimeout reports whether err is a deadline's.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // fail counts and logs a connection that did not pass the handshake, and closes it.

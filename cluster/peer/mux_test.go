@@ -233,6 +233,7 @@ func TestPartialProofClosedAtDeadline(t *testing.T) {
 func TestSlowPeerDoesNotBlockOthers(t *testing.T) {
 	cfg := testConfig(t, secretNew)
 	cfg.HandshakeTimeout = time.Minute // the silent ones outlive the test
+	cfg.FirstByteTimeout = time.Minute
 	m := listen(t, cfg)
 	addr := m.Addr().String()
 	for range 5 {
@@ -250,24 +251,44 @@ func TestSlowPeerDoesNotBlockOthers(t *testing.T) {
 	})
 }
 
-// Over MaxHandshakes, new connections are closed at once; a freed slot serves again.
+// Over MaxHandshakes, a newcomer takes the slot of the oldest silent connection; when every
+// connection in the handshake has spoken (and is not stale), the newcomer is closed at once.
 func TestHandshakeCap(t *testing.T) {
-	cfg := testConfig(t)
+	cfg := testConfig(t, secretNew)
 	cfg.MaxHandshakes = 2
 	cfg.HandshakeTimeout = time.Minute
+	cfg.FirstByteTimeout = time.Minute
 	m := listen(t, cfg)
 	addr := m.Addr().String()
 
 	first := rawDial(t, addr)
 	readHello(t, first)
-	readHello(t, rawDial(t, addr))
+	second := rawDial(t, addr)
+	readHello(t, second)
 
+	third := rawDial(t, addr)
+	readHello(t, third) // let in: the oldest silent one made room
+	expectClosed(t, first, slack)
+	eventually(t, "one evicted", func() bool { return m.Stats().Evicted == 1 })
+
+	// second and third speak (a channel byte, no proof): nothing can make room now.
+	for _, c := range []net.Conn{second, third} {
+		if _, err := c.Write([]byte{ChannelRaft}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "both have spoken", func() bool {
+		return spokenCount(m) == 2
+	})
 	over := rawDial(t, addr)
 	expectClosed(t, over, slack) // no hello: closed before the handshake
 	eventually(t, "one shed", func() bool { return m.Stats().Shed == 1 })
+	if st := m.Stats(); st.Evicted != 1 {
+		t.Fatalf("stats %+v, want 1 shed and 1 evicted", st)
+	}
 
-	_ = first.Close()
-	eventually(t, "a slot freed", func() bool { return m.Stats().Handshaking == 1 })
+	_ = second.Close()
+	eventually(t, "a slot freed", func() bool { return m.tab.size() == 1 })
 	c := dial(t, addr, ChannelAdmin, cfg)
 	sayAndHear(t, c, accept(t, m.Listener(ChannelAdmin)), "after the flood")
 }
@@ -296,6 +317,7 @@ func TestBacklogFullDrops(t *testing.T) {
 func TestCloseEndsEverything(t *testing.T) {
 	cfg := testConfig(t, secretNew)
 	cfg.HandshakeTimeout = time.Minute
+	cfg.FirstByteTimeout = time.Minute
 	m, err := Listen("127.0.0.1:0", cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,13 @@ type Config struct {
 	// MaxConns is the most client connections served at once; more are answered
 	// E unavailable and closed.
 	MaxConns int
+	// MaxHandshakes is the share of MaxConns that connections which have not finished the
+	// handshake (no proof yet, or no hello) may hold at once: what strangers without the
+	// secret can take. A newcomer over it, or over MaxConns, takes the place of the oldest
+	// of them that has sent nothing (or has been in the handshake longer than a second),
+	// which is answered E unavailable and closed; only when none can make room is the
+	// newcomer refused. Zero: a quarter of MaxConns, at least 1.
+	MaxHandshakes int
 	// Logger receives one line per event. Nil: no logging.
 	Logger hclog.Logger
 	// Metrics records connections and frame errors. Nil: the node's own are not shared.
@@ -35,7 +42,18 @@ func (c Config) Validate() error {
 	if c.MaxConns < 1 {
 		return fmt.Errorf("max connections %d: set --max-conns to at least 1", c.MaxConns)
 	}
+	if c.MaxHandshakes < 0 || c.MaxHandshakes > c.MaxConns {
+		return fmt.Errorf("max handshakes %d: set it between 1 and --max-conns (%d), or 0 for a quarter of --max-conns", c.MaxHandshakes, c.MaxConns)
+	}
 	return nil
+}
+
+// maxHandshakes is MaxHandshakes or its default.
+func (c Config) maxHandshakes() int {
+	if c.MaxHandshakes > 0 {
+		return c.MaxHandshakes
+	}
+	return max(1, c.MaxConns/4)
 }
 
 // ErrInsecureListen is returned by CheckListen for a non-loopback address without a secret.

@@ -24,14 +24,16 @@ func TestConnectionLimit(t *testing.T) {
 	d.Send(t, wiretest.Hello(wire.Version, 0, nonce(t)))
 	d.ExpectErrorAndClose(t, 0, wire.ReasonUnavailable)
 
-	// A connection that has not finished its handshake counts too.
+	// A connection that has not finished its handshake counts too; one that has sent
+	// nothing yet gives its place to a newcomer.
 	a.Close()
 	eventually(t, 10*time.Second, "a's slot freed", func() bool { return ts.connections(t) == 1 })
-	e := wiretest.Dial(t, ts.addr) // no handshake yet
+	e := wiretest.Dial(t, ts.addr) // no handshake yet, nothing sent
+	eventually(t, 10*time.Second, "e counted", func() bool { return ts.connections(t) == 2 })
 	f := wiretest.Dial(t, ts.addr)
-	f.ExpectErrorAndClose(t, 0, wire.ReasonUnavailable)
-	e.Hello(t, nil)
-	e.Alive(t, 1)
+	e.ExpectErrorAndClose(t, 0, wire.ReasonUnavailable)
+	f.Hello(t, nil)
+	f.Alive(t, 1)
 	b.Alive(t, 2)
 
 	// After one closes, a new connection is served (the slot frees once the server has
@@ -39,7 +41,7 @@ func TestConnectionLimit(t *testing.T) {
 	b.Close()
 	g := dialUntilServed(t, ts, 10*time.Second)
 	g.Alive(t, 3)
-	e.Alive(t, 4)
+	f.Alive(t, 4)
 }
 
 // dialUntilServed dials until the server answers the hello instead of E unavailable.

@@ -9,6 +9,17 @@
 // per-connection writer goroutine flushes them. Writes are serialised by one mutex; a write
 // that makes no progress for wire.WriteStallTimeout closes the connection.
 //
+// Connection limits: at most Config.MaxConns client connections, of which at most
+// Config.MaxHandshakes (a quarter by default) may be in the handshake: that share is all that
+// connections without the secret can hold, so authenticated clients keep the rest. A newcomer
+// over either limit takes the place of the oldest connection in the handshake that has sent
+// nothing (a byte waiting unread in its socket counts as sent) or has been in the handshake
+// for over a second; that one is answered E unavailable and closed. When none can make room
+// the newcomer is refused with E unavailable. Either way the answer comes before the
+// handshake, which a client can tell from every other E unavailable: it means the connection
+// limit. There is no queue: behind silent connections a client would wait out their
+// handshake timeout.
+//
 // Timeouts: the handshake must finish within wire.HandshakeTimeout of accept; a frame that has
 // begun must end within wire.ProgressTimeout of the read that brought its first byte; idle time
 // between frames is not limited.

@@ -77,6 +77,9 @@ func (ss *session) hello(r *wire.Request) wire.Reason {
 		h.Hello.Flags = wire.FlagAuthRequired
 		ss.state = awaitProof
 	} else {
+		if !ss.srv.hs.done(ss) {
+			return wire.ReasonUnavailable // evicted just now: run answers E unavailable
+		}
 		ss.state = ready
 	}
 	ss.Reply(h)
@@ -96,6 +99,9 @@ func (ss *session) proof(r *wire.Request) wire.Reason {
 	secret, ok := wire.MatchClientProof(ss.srv.cfg.Secrets, ss.nonce, ss.sn, r.Proof)
 	if !ok {
 		return wire.ReasonAuthFailed
+	}
+	if !ss.srv.hs.done(ss) {
+		return wire.ReasonUnavailable // evicted just now: run answers E unavailable
 	}
 	ss.state = ready
 	ss.Reply(wire.Response{Op: wire.OpProof, Proof: wire.ServerProof(secret, ss.nonce, ss.sn)})

@@ -61,6 +61,7 @@ type options struct {
 	node     cluster.Config
 	secrets  [][]byte
 	maxConns int
+	logLevel hclog.Level // 0: debug
 }
 
 type option func(*options)
@@ -71,6 +72,10 @@ func withSecrets(secrets ...[]byte) option {
 }
 
 func withMaxConns(n int) option { return func(o *options) { o.maxConns = n } }
+
+// withLogLevel logs only at level and above: for floods, whose connections would otherwise
+// each log two debug lines.
+func withLogLevel(l hclog.Level) option { return func(o *options) { o.logLevel = l } }
 
 // withLimits sets the hard limits of the three admission gauges (section 6).
 func withLimits(pending, keys, waiters int) option {
@@ -100,6 +105,9 @@ func startServer(t *testing.T, opts ...option) *testServer {
 		f(&o)
 	}
 	log := testLogger(t)
+	if o.logLevel != hclog.NoLevel {
+		log.SetLevel(o.logLevel)
+	}
 	m := cluster.NewMetrics()
 	o.node.Logger, o.node.Metrics = log.Named("node"), m
 	node, err := cluster.NewNode(o.node)

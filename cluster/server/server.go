@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,9 @@ type Server struct {
 	sessions map[*session]struct{}
 	closing  atomic.Bool
 	wg       sync.WaitGroup
-	active   atomic.Int64
+	active   atomic.Int64 // client sessions, handshaking ones included
+	hs       handshakes   // client sessions that have not finished the handshake
+	limitLog logLimit
 }
 
 // New returns a server for node. Serve starts it.
@@ -76,14 +79,39 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		backoff = 0
-		if s.active.Load() >= int64(s.cfg.MaxConns) {
-			s.m.ConnsRefused.Inc()
-			s.log.Warn("connection limit reached; refusing connection", "remote", nc.RemoteAddr().String(), "max_conns", s.cfg.MaxConns)
-			go refuse(nc)
-			continue
-		}
-		s.start(nc, false)
+		s.admit(nc)
 	}
+}
+
+// admit starts a session for nc, making room by evicting a silent handshake if MaxConns or
+// MaxHandshakes is reached (Config.MaxHandshakes), or refuses nc when nothing can make room.
+// A refusal and an eviction are both E unavailable (owner 0) before the handshake, which
+// only a connection limit gives: the listener is closed while the server shuts down.
+func (s *Server) admit(nc net.Conn) {
+	full := s.active.Load() >= int64(s.cfg.MaxConns)
+	if full || s.hs.len() >= s.cfg.maxHandshakes() {
+		victim := s.hs.evict(time.Now())
+		if victim == nil {
+			s.m.ConnsRefused.Inc()
+			if n, ok := s.limitLog.allow(); ok {
+				s.log.Warn("connection limit reached; refusing connection", "remote", nc.RemoteAddr().String(),
+					"max_conns", s.cfg.MaxConns, "max_handshakes", s.cfg.maxHandshakes(), "in_handshake", s.hs.len(), "suppressed", n)
+			}
+			go refuse(nc)
+			return
+		}
+		victim.evict()
+		s.m.ConnsRefused.Inc()
+		// Let the sessions run before the next eviction: a client's fresh connection is safe
+		// while fewer than MaxHandshakes newer ones have come in, and its hello may still be
+		// on its way.
+		defer runtime.Gosched()
+		if n, ok := s.limitLog.allow(); ok {
+			s.log.Warn("connection limit reached; closing the oldest silent connection in the handshake to make room",
+				"remote", victim.nc.RemoteAddr().String(), "max_conns", s.cfg.MaxConns, "max_handshakes", s.cfg.maxHandshakes(), "suppressed", n)
+		}
+	}
+	s.start(nc, false)
 }
 
 // ServePeer serves one connection from the forward channel of the peer port: a follower's
@@ -122,6 +150,7 @@ func (s *Server) start(nc net.Conn, peer bool) bool {
 	if !peer {
 		s.active.Add(1)
 		s.m.Connections.Inc()
+		s.hs.add(ss)
 	}
 	go ss.writeLoop()
 	go func() {
@@ -130,6 +159,7 @@ func (s *Server) start(nc net.Conn, peer bool) bool {
 		delete(s.sessions, ss)
 		s.mu.Unlock()
 		if !peer {
+			s.hs.done(ss)
 			s.active.Add(-1)
 			s.m.Connections.Dec()
 		}

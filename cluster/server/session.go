@@ -22,6 +22,9 @@ const (
 	ready                   // requests are served
 )
 
+// evictedWhy is the log detail of a session evicted from the handshake.
+const evictedWhy = "evicted from the handshake to make room for a new connection (connection limit)"
+
 // lingerTimeout bounds how long a closing session reads (and discards) what the client still
 // sends, so that its last reply is not destroyed by a TCP reset.
 const lingerTimeout = time.Second
@@ -42,6 +45,8 @@ type session struct {
 	lastOwner uint64
 	// stopping is set by stopReading (shutdown) and read by the reader after each batch.
 	stopping atomic.Bool
+	// hs is the session's place among the connections in the handshake (client sessions).
+	hs hsEntry
 
 	// Output: replies queue in pending (omu); writes are serialised by wmu. inBatch is true
 	// while the reader handles one read's frames and will flush at its end itself.
@@ -70,6 +75,8 @@ func newSession(srv *Server, nc net.Conn, peer bool) *session {
 	}
 	if peer {
 		ss.state = ready
+	} else {
+		ss.hs.at = time.Now()
 	}
 	ss.conn = srv.node.Attach(ss)
 	return ss
@@ -171,6 +178,12 @@ func (ss *session) endBatch() error {
 	return ss.flush()
 }
 
+// evict ends a session that is still in the handshake, to make room for a newcomer: its
+// reader wakes and closes it with E unavailable. hs.evicted is set already (handshakes.evict).
+func (ss *session) evict() {
+	ss.nc.SetReadDeadline(time.Unix(1, 0))
+}
+
 // stopReading makes a blocked Read return, so the session ends after flushing (shutdown).
 // The flag covers a reader that is busy with a batch: its own SetReadDeadline after the batch
 // would otherwise replace this deadline and keep it reading for as long as the client sends.
@@ -187,11 +200,16 @@ func (ss *session) run() {
 	log := ss.srv.log.With("remote", remote)
 	log.Debug("connection opened")
 	reason, why := ss.readLoop()
-	if reason != "" {
+	switch {
+	case ss.evicted():
+		// Not the client's fault, and counted and logged (rate-limited) by the accept loop.
+		ss.Reply(wire.Response{Op: wire.OpError, Reason: wire.ReasonUnavailable})
+		log.Debug("closing connection", "reason", string(wire.ReasonUnavailable), "detail", why)
+	case reason != "":
 		ss.srv.m.FrameError(reason)
 		ss.Reply(wire.Response{Op: wire.OpError, Reason: reason, Owner: ss.fatalOwner(reason)})
 		log.Warn("closing connection", "reason", string(reason), "detail", why)
-	} else if why != "" {
+	case why != "":
 		log.Debug("connection closed", "detail", why)
 	}
 	ss.flush()
@@ -207,6 +225,9 @@ func (ss *session) fatalOwner(r wire.Reason) uint64 {
 	return 0
 }
 
+// evicted reports whether the accept loop evicted this session before its handshake ended.
+func (ss *session) evicted() bool { return ss.hs.evicted.Load() && ss.state != ready }
+
 // close ends the session: no more replies, the node forgets its waiters, and the socket is
 // closed after a short linger so the last reply reaches the client.
 func (ss *session) close() {
@@ -215,6 +236,12 @@ func (ss *session) close() {
 	ss.omu.Unlock()
 	close(ss.done)
 	ss.srv.node.Detach(ss.conn)
+	if ss.evicted() {
+		// It sent nothing, so no unread input can turn the close into a reset; and a flood
+		// of evictions must not hold a descriptor each for the linger.
+		ss.nc.Close()
+		return
+	}
 	lingerClose(ss.nc)
 }
 
@@ -236,10 +263,16 @@ func (ss *session) readLoop() (wire.Reason, string) {
 	buf := make([]byte, wire.ReadBuffer)
 	deadline := ss.state != ready // a read deadline is set on the connection (the handshake's, at first)
 	if deadline {
-		ss.nc.SetReadDeadline(time.Now().Add(wire.HandshakeTimeout))
+		ss.nc.SetReadDeadline(ss.hs.at.Add(wire.HandshakeTimeout))
+		if ss.hs.evicted.Load() { // evicted before this deadline replaced evict's
+			return "", evictedWhy
+		}
 	}
 	for {
 		n, err := ss.nc.Read(buf)
+		if n > 0 && ss.state != ready {
+			ss.hs.spoke.Store(true)
+		}
 		if n > 0 {
 			readAt := ss.srv.node.Now()
 			ss.beginBatch()
@@ -290,6 +323,9 @@ func (ss *session) readLoop() (wire.Reason, string) {
 func (ss *session) readFailed(err error) (wire.Reason, string) {
 	if ss.srv.closing.Load() {
 		return "", "server shutting down"
+	}
+	if ss.evicted() {
+		return "", evictedWhy
 	}
 	timeout := errors.Is(err, os.ErrDeadlineExceeded)
 	switch {

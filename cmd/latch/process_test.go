@@ -25,6 +25,9 @@ var latchBin string
 const testVersion = "v0.0.0-test"
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(floodEnv); spec != "" { // this process is a flood (flood_test.go)
+		os.Exit(floodMain(spec))
+	}
 	dir, err := os.MkdirTemp("", "latch-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -112,18 +112,26 @@ func TestSignedCallsReplayNowhere(t *testing.T) {
 // vmHWM is the peak resident set size of process pid, in bytes (/proc/PID/status).
 func vmHWM(t *testing.T, pid int) int64 {
 	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	b, err := readVmHWM(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// readVmHWM reads VmHWM, the peak resident set size, of process pid from /proc, in bytes.
+func readVmHWM(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
 	for _, line := range strings.Split(string(data), "\n") {
 		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmHWM:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10, err
 		}
 	}
-	t.Fatalf("no VmHWM in /proc/%d/status", pid)
-	return 0
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }
 
 // streamRestore sends call's headers to httpAddr announcing size bytes of body, then writes

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os/signal"
 	"syscall"
 	"time"
@@ -162,9 +161,6 @@ func runServer(c *cli.Context) error {
 		ln.Close()
 		return fmt.Errorf("--http: %w", err)
 	}
-	if tlsCfg.http != nil {
-		hln = tls.NewListener(hln, tlsCfg.http)
-	}
 	ready := func() error {
 		if node.Stats().Draining {
 			return errors.New("shutting down")
@@ -185,7 +181,12 @@ func runServer(c *cli.Context) error {
 		opts.Verifier = admin.NewVerifier(admin.Target{Node: parts.id, Boot: boot}, admin.Credentials{
 			AdminSecrets: cred.admin, PeerSecrets: cred.peer, AdminCAs: tlsCfg.adminCAs, PeerCAs: tlsCfg.peerCAs}, nil)
 	}
-	hs := &http.Server{Handler: admin.Handler(metrics.Registry, ready, opts), ReadHeaderTimeout: 5 * time.Second}
+	httpCfg := admin.DefaultHTTPConfig() // timeouts, header size and a connection cap (issue 11)
+	httpCfg.Logger = log.Named("http")
+	hs, hln := admin.NewHTTPServer(admin.Handler(metrics.Registry, ready, opts), hln, httpCfg)
+	if tlsCfg.http != nil {
+		hln = tls.NewListener(hln, tlsCfg.http) // inside the cap, which counts TCP connections
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
