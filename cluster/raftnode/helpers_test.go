@@ -23,12 +23,14 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
 }
 
-// Bounds on every wait in these tests. The timeouts are raft's test-friendly values: short
-// enough for quick elections, long enough that -race on two CPUs does not flap.
+// Bounds on every wait in these tests. The raft timeouts are generous, not quick: with
+// 300/150 ms a leader lost its quorum ("failed to contact quorum") when other work kept both
+// CPUs busy. A second for both means a first election takes 1-2 s and a stalled leader is
+// deposed only after a full second without contact.
 const (
-	waitFor      = 15 * time.Second // any condition; passing runs take well under a second each
-	testHB       = 300 * time.Millisecond
-	testLease    = 150 * time.Millisecond
+	waitFor      = 30 * time.Second // any condition; passing runs take a few seconds each
+	testHB       = time.Second
+	testLease    = time.Second
 	testApply    = 5 * time.Second
 	testShutdown = 15 * time.Second
 )
