@@ -38,29 +38,29 @@ func (n *Node) Acquire(c *Conn, owner uint64, key []byte, wait uint8, lease uint
 		return
 	}
 	now := n.mono(n.clock.Now())
-	ks := n.view.keys[string(key)]
-	if ks != nil && ks.item.Token != 0 && ks.item.Deadline <= now && !ks.ending {
-		n.expire(ks, now) // lazily: the lease is over even if the sweep has not run yet
-		ks = n.view.keys[string(key)]
+	if h, ok := n.view.held.get(key); ok && h.deadline <= now && !h.parked() {
+		n.expire(h, now) // lazily: the lease is over even if the sweep has not run yet
 	}
 	if !n.gates[gatePending].Admit(n.pending) {
 		n.busy(c, owner, n.m.busyPending)
 		return
 	}
 	op := acqOp{c: c, owner: owner, wait: wait, lease: lease, readAt: n.mono(readAt), epoch: n.epoch}
-	if ks == nil {
-		if !n.gates[gateKeys].Admit(len(n.view.keys)) {
+	name, ok := n.view.name(key)
+	if !ok {
+		if !n.gates[gateKeys].Admit(n.view.len()) {
 			n.busy(c, owner, n.m.busyKeys)
 			return
 		}
 		n.proposeAcquire(key, op)
 		return
 	}
-	n.enqueue(ks, op, now)
+	n.enqueue(name, op, now)
 }
 
-// enqueue queues op behind ks's holder, or answers T when it cannot wait.
-func (n *Node) enqueue(ks *keyState, op acqOp, now int64) {
+// enqueue queues op behind the holder of key (a key in the view), or answers T when it
+// cannot wait.
+func (n *Node) enqueue(key string, op acqOp, now int64) {
 	if n.draining { // proposed before Drain, answered after: never granted, so it may go elsewhere
 		n.fail(op.c, op.owner, wire.ReasonUnavailable)
 		return
@@ -75,6 +75,7 @@ func (n *Node) enqueue(ks *keyState, op acqOp, now int64) {
 		n.busy(op.c, op.owner, n.m.busyWaiters)
 		return
 	}
+	ks := n.view.state(key)
 	w := &waiter{c: op.c, owner: op.owner, lease: op.lease, readAt: op.readAt, deadline: op.readAt + int64(op.wait)*int64(time.Second), ks: ks}
 	if ks.q == nil {
 		ks.q = &queue{}
@@ -128,14 +129,17 @@ func (n *Node) acquired(key []byte, op acqOp, r fsm.Result, err error, now int64
 			n.retire(w, false)
 		}
 		if current {
-			n.track(r.Key, r.Token, op.lease, now, w)
+			n.view.hold(r.Key, r.Token, op.lease, now)
+			if w != nil {
+				n.view.tidy(w.ks)
+			}
 		}
 		if op.c.gone {
 			// Its connection closed while the grant was in the log: nobody will release it.
-			// When the view holds that grant (tracked just now, or rebuilt from the log by a
+			// When the view holds that grant (held just now, or rebuilt from the log by a
 			// newer Lead) it is freed through the view, in this epoch, so the view follows.
-			if ks := n.view.keys[r.Key]; ks != nil && fsm.Token(ks.item.Token) == r.Token && !ks.ending {
-				n.endHold(ks, key, relOp{token: r.Token, epoch: n.epoch}, now)
+			if h, ok := n.view.held.lookup(r.Key); ok && h.token() == r.Token && !h.parked() {
+				n.endHold(h.key, key, relOp{token: r.Token, epoch: n.epoch}, now)
 			} else {
 				n.proposeRelease(key, relOp{token: r.Token, epoch: op.epoch})
 			}
@@ -149,12 +153,13 @@ func (n *Node) acquired(key []byte, op acqOp, r fsm.Result, err error, now int64
 			n.failWaiters(wire.ReasonTokenExhausted)
 		}
 	case r.Kind == fsm.Held:
-		ks := n.view.keys[string(key)]
-		if ks == nil && current {
-			ks = n.adopt(string(key), r.Holder, now) // the view missed a grant: heal it
+		name, ok := n.view.name(key)
+		if !ok && current {
+			name, ok = string(key), true
+			n.view.hold(name, r.Holder.Token, r.Holder.Lease, now) // the view missed a grant: heal it
 		}
 		switch {
-		case !current || ks == nil:
+		case !current || !ok:
 			if w != nil {
 				n.retire(w, false)
 			}
@@ -172,13 +177,14 @@ func (n *Node) acquired(key []byte, op acqOp, r fsm.Result, err error, now int64
 				}
 				break
 			}
+			ks := n.view.state(name)
 			w.ks = ks
 			if ks.q == nil {
 				ks.q = &queue{}
 			}
 			ks.q.pushFront(w)
 		default:
-			n.enqueue(ks, op, now)
+			n.enqueue(name, op, now)
 		}
 	case r.Kind == fsm.Exhausted:
 		n.last = fsm.MaxToken

@@ -32,20 +32,33 @@ func (n *Node) Run() {
 func (n *Node) Sweep() (expired int) {
 	for {
 		n.mu.Lock()
-		now := n.mono(n.clock.Now())
-		_, more := expiry.PopDue(&n.view.heap, now, expiry.SweepChunk, func(it *expiry.Item) {
-			ks := n.view.keys[it.Key]
-			if ks == nil || &ks.item != it || ks.ending {
-				return // stale: not the key's current holder any more
-			}
-			expired++
-			n.expire(ks, now)
-		})
+		count, more := n.sweepChunk(n.mono(n.clock.Now()))
 		n.mu.Unlock()
+		expired += count
 		if !more {
 			return expired
 		}
 	}
+}
+
+// sweepChunk expires at most expiry.SweepChunk leases that are over by now, soonest first,
+// and reports how many and whether more are due. The caller holds n.mu.
+func (n *Node) sweepChunk(now int64) (count int, more bool) {
+	for range expiry.SweepChunk {
+		h, ok := n.view.held.peek(now)
+		if !ok {
+			return count, false
+		}
+		count++
+		n.expire(h, now)
+		if next, ok := n.view.held.peek(now); ok && next == h {
+			// expire frees, parks or re-times the holder it is given: never here.
+			n.log.Error("expiry sweep made no progress; it stops until the next sweep", "key", h.key)
+			return count, false
+		}
+	}
+	_, more = n.view.held.peek(now)
+	return count, more
 }
 
 // Close stops the sweep started by Run (if any). It does not drain; call Drain first.
@@ -53,38 +66,36 @@ func (n *Node) Close() {
 	n.stopOnce.Do(func() { close(n.stop) })
 }
 
-// expire frees ks because its lease ran out: an Expire command for exactly the current
-// holder's token, which frees the key only if that token still holds it.
-func (n *Node) expire(ks *keyState, now int64) {
-	n.view.heap.Remove(&ks.item)
-	ks.ending = true
-	op := expOp{key: ks.item.Key, token: fsm.Token(ks.item.Token), epoch: n.epoch}
+// expire frees h's key because its lease ran out: an Expire command for exactly h's token,
+// which frees the key only if that token still holds it. While it is out the holder is
+// parked. (In single mode it is applied before apply returns, and the holder is gone.)
+func (n *Node) expire(h holder, now int64) {
+	op := expOp{key: h.key, token: h.token(), epoch: n.epoch}
 	n.ap.begin()
 	n.ap.apply(fsm.Command{Kind: fsm.CmdExpire, Key: []byte(op.key), Token: op.token}, then{kind: fsm.CmdExpire, exp: op})
-	n.grantNext(ks, now)
+	n.view.held.park(h.key, op.token) // unless it is gone already
+	n.grantNext(h.key, now)
 	n.ap.end()
 }
 
 func (n *Node) expired(op expOp, r fsm.Result, err error, now int64) {
-	ks := n.view.keys[op.key]
-	mine := ks != nil && op.epoch == n.epoch && fsm.Token(ks.item.Token) == op.token
+	h, ok := n.view.held.lookup(op.key)
+	mine := ok && op.epoch == n.epoch && h.token() == op.token
 	switch {
 	case err != nil:
 		if mine {
 			// Not applied, or not known to be: look again shortly. A lock is never freed
 			// before its lease ended, only later.
-			ks.ending = false
-			ks.item.Deadline = now + int64(retryExpire)
-			n.view.heap.Push(&ks.item)
+			n.view.held.arm(op.key, now+int64(retryExpire))
 		}
 	case r.Kind == fsm.Expired:
 		n.m.expired.Inc()
 		if mine {
-			n.holderGone(ks, now)
+			n.holderGone(op.key, now)
 		}
 	case mine:
-		// Stale for the view's own holder: no release of it is out (ending kept them apart),
+		// Stale for the view's own holder: no release of it is out (parking kept them apart),
 		// so the view missed a change; the log is right.
-		n.resync(ks, r.Holder, now)
+		n.resync(h, r.Holder, now)
 	}
 }

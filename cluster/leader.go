@@ -23,12 +23,12 @@ func (n *Node) Lead() {
 			n.last = lt
 		}
 		t.Range(func(key string, h fsm.Holder) bool {
-			n.view.hold(n.view.state(key, nil), key, h.Token, h.Lease, now)
+			n.view.hold(key, h.Token, h.Lease, now)
 			return true
 		})
 	})
 	n.leading = true
-	n.log.Info("leading: lock view rebuilt, every lease restarted in full", "keys", len(n.view.keys), "last_token", uint64(n.last))
+	n.log.Info("leading: lock view rebuilt, every lease restarted in full", "keys", n.view.len(), "last_token", uint64(n.last))
 }
 
 // Follow stops a cluster-mode node from deciding: waiters that were never proposed are

@@ -192,7 +192,7 @@ type Stats struct {
 // observeGates re-evaluates every gate against its gauge. The caller holds n.mu.
 func (n *Node) observeGates() {
 	n.gates[gatePending].Admit(n.pending)
-	n.gates[gateKeys].Admit(len(n.view.keys))
+	n.gates[gateKeys].Admit(n.view.len())
 	n.gates[gateWaiters].Admit(n.waiters)
 }
 
@@ -201,7 +201,7 @@ func (n *Node) Stats() Stats {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.observeGates()
-	keys, last := len(n.view.keys), n.last
+	keys, last := n.view.len(), n.last
 	if !n.leading {
 		// A follower has no view: report the replicated table it applies.
 		n.ap.read(func(t *fsm.Table) { keys, last = t.Len(), t.LastToken() })

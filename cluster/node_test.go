@@ -64,6 +64,13 @@ func newHarness(t *testing.T, mut func(*Config)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if err := n.view.check(); err != nil {
+			t.Errorf("view at the end of the test: %v", err)
+		}
+	})
 	return &harness{t: t, n: n, clock: cfg.Clock.(*clustertest.FakeClock)}
 }
 

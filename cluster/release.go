@@ -25,31 +25,32 @@ func (n *Node) Release(c *Conn, owner uint64, key []byte, token uint64) {
 		return
 	}
 	now := n.mono(n.clock.Now())
-	ks := n.view.keys[string(key)]
-	if ks != nil && ks.item.Token == token && ks.item.Deadline <= now {
+	h, ok := n.view.held.get(key)
+	if ok && uint64(h.token()) == token && h.deadline <= now {
 		// The lease ran out: the lock was free before this release arrived.
-		if !ks.ending {
-			n.expire(ks, now)
+		if !h.parked() {
+			n.expire(h, now)
 		}
-		ks = nil
+		ok = false
 	}
-	if ks == nil || ks.item.Token == 0 || ks.item.Token != token {
-		// The view knows every grant a client can hold a token of (a grant is tracked
-		// before its A is sent), so this is definite.
+	if !ok || uint64(h.token()) != token {
+		// The view knows every grant a client can hold a token of (a grant is held in the
+		// view before its A is sent), so this is definite.
 		n.m.relNotHeld.Inc()
 		c.out.Reply(wire.Response{Op: wire.OpNotHeld, Owner: owner})
 		return
 	}
-	n.endHold(ks, key, relOp{c: c, owner: owner, token: fsm.Token(token), epoch: n.epoch}, now)
+	n.endHold(h.key, key, relOp{c: c, owner: owner, token: fsm.Token(token), epoch: n.epoch}, now)
 }
 
-// endHold releases ks's current holder and lines up the next waiter's grant behind it, in one
-// entry.
-func (n *Node) endHold(ks *keyState, key []byte, op relOp, now int64) {
-	ks.ending = true
+// endHold releases name's current holder (op.token) and lines up the next waiter's grant
+// behind it, in one entry. While the release is out the holder is parked: the sweep leaves it
+// alone. (In single mode the release is applied before apply returns, and the holder is gone.)
+func (n *Node) endHold(name string, key []byte, op relOp, now int64) {
 	n.ap.begin()
 	n.proposeRelease(key, op)
-	n.grantNext(ks, now)
+	n.view.held.park(name, op.token) // unless it is gone already
+	n.grantNext(name, now)
 	n.ap.end()
 }
 
@@ -61,8 +62,8 @@ func (n *Node) proposeRelease(key []byte, op relOp) {
 
 func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64) {
 	var resp wire.Response
-	ks := n.view.keys[string(key)]
-	mine := ks != nil && op.epoch == n.epoch && fsm.Token(ks.item.Token) == op.token
+	h, ok := n.view.held.get(key)
+	mine := ok && op.epoch == n.epoch && h.token() == op.token
 	switch {
 	case err != nil:
 		reason := wire.ReasonUnavailable
@@ -71,14 +72,11 @@ func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64
 		}
 		n.m.FrameError(reason)
 		resp = wire.Response{Op: wire.OpError, Owner: op.owner, Reason: reason}
-		if mine && ks.ending {
+		if mine && h.parked() {
 			// Not released, or not known to be: the holder keeps its lease in the view, and
 			// its expiry (which the sweep skipped while the release was out) is armed again.
 			// If the release did apply, that expiry comes back stale and resyncs the view.
-			ks.ending = false
-			if !ks.item.Queued() {
-				n.view.heap.Push(&ks.item)
-			}
+			n.view.held.arm(h.key, h.deadline)
 		}
 	case r.Kind == fsm.Released:
 		n.m.relReleased.Inc()
@@ -86,7 +84,7 @@ func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64
 			op.c.out.Reply(wire.Response{Op: wire.OpRelease, Owner: op.owner}) // before the next holder's A
 		}
 		if mine {
-			n.holderGone(ks, now)
+			n.holderGone(h.key, now)
 		}
 		return
 	default:
@@ -95,7 +93,7 @@ func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64
 		if mine {
 			// The log says the view's holder does not hold the key: the view missed a change
 			// (an earlier release whose outcome was unknown here, say). The log is right.
-			n.resync(ks, r.Holder, now)
+			n.resync(h, r.Holder, now)
 		}
 	}
 	if op.c != nil && !op.c.gone {

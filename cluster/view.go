@@ -3,85 +3,114 @@ package cluster
 import (
 	"time"
 
-	"github.com/latchd/latch/expiry"
 	"github.com/latchd/latch/fsm"
 )
 
-// keyState is the view of one key: the lease deadline of the current holder (an item of the
-// expiry heap, whose Token is the holder's token; 0 while it has none) and the FIFO of
-// acquires waiting for it.
+// keyState is what the view keeps of a key besides its holder: the FIFO of acquires waiting
+// for it, and whether one of them is being granted. Only a key with waiters, or a waiter's
+// grant in flight, has one.
 type keyState struct {
-	item     expiry.Item
+	key      string
 	q        *queue // nil until someone waits
 	granting bool   // a waiter's acquire is proposed behind a release or expiry
-	ending   bool   // a release or expiry of the current holder is proposed
 }
 
 // view is what the deciding node (the leader, or a single-mode server) knows of the keys it
-// decides: every held key with its holder's token and lease deadline, and the keys that have
-// waiters. Its fields are guarded by the node's mutex.
+// decides: every held key with its holder's token and lease deadline (held), and the keys
+// that have waiters (keys). A key is in the view while it is in either. A holder is parked
+// while a release or an expiry of it is proposed. Its fields are guarded by the node's mutex.
+//
+// It keeps no copy of what the lock table holds beyond that: the key strings are the table's,
+// the lease is read from it only to count a deadline. The holder's token is kept because in
+// cluster mode the view learns a command's result after the table applied it: for a key
+// whose release is in the log the table may already show the next holder (or none) while
+// the view still times the lease it granted, and an expiry must name that token.
 type view struct {
+	held holders
 	keys map[string]*keyState
-	heap expiry.Heap // the holders' lease deadlines, soonest first
+	bare int // keys in keys without a holder in held
 }
 
 // reset empties the view (at a leadership change).
 func (v *view) reset() {
+	v.held = newHolders()
 	v.keys = make(map[string]*keyState)
-	v.heap.Reset()
+	v.bare = 0
 }
 
-// hold makes tok the holder of ks (under key, which ks is filed under in v) with its lease
-// counted in full from now. It is the one way a holder enters the view: a grant, a holder
-// the view missed, a correction from the log, and every holder at a new leader's start.
-func (v *view) hold(ks *keyState, key string, tok fsm.Token, lease uint16, now int64) {
-	v.heap.Remove(&ks.item)
-	ks.item.Key, ks.item.Token, ks.ending = key, uint64(tok), false
-	ks.item.Deadline = now + int64(lease)*int64(time.Second)
-	v.heap.Push(&ks.item)
+// len is the number of keys in the view.
+func (v *view) len() int { return v.held.len() + v.bare }
+
+// hold makes tok the holder of key with its lease counted in full from now. It is the one way
+// a holder enters the view: a grant, a holder the view missed, a correction from the log, and
+// every holder at a new leader's start. key should be the table's own string.
+func (v *view) hold(key string, tok fsm.Token, lease uint16, now int64) {
+	if v.held.set(key, tok, now+int64(lease)*int64(time.Second)) && v.keys[key] != nil {
+		v.bare--
+	}
 }
 
-// state returns ks for key, filing a new one (or reuse, when not nil) under it first.
-func (v *view) state(key string, reuse *keyState) *keyState {
+// drop forgets key's holder.
+func (v *view) drop(key string) {
+	if v.held.remove(key) && v.keys[key] != nil {
+		v.bare++
+	}
+}
+
+// name returns the view's string for key (its holder's, or its key state's) if key is in the
+// view.
+func (v *view) name(key []byte) (string, bool) {
+	if h, ok := v.held.get(key); ok {
+		return h.key, true
+	}
+	if ks := v.keys[string(key)]; ks != nil {
+		return ks.key, true
+	}
+	return "", false
+}
+
+// state returns key's key state, filing a new one first if it has none.
+func (v *view) state(key string) *keyState {
 	ks := v.keys[key]
 	if ks == nil {
-		ks = reuse
-		if ks == nil {
-			ks = &keyState{}
-		}
+		ks = &keyState{key: key}
 		v.keys[key] = ks
+		if _, held := v.held.lookup(key); !held {
+			v.bare++
+		}
 	}
 	return ks
 }
 
-// track records a grant in the view. w is the waiter it went to (its key state is reused), or
-// nil.
-func (n *Node) track(key string, tok fsm.Token, lease uint16, now int64, w *waiter) {
-	var reuse *keyState
-	if w != nil {
-		reuse = w.ks
-	}
-	n.view.hold(n.view.state(key, reuse), key, tok, lease, now)
-}
-
-// adopt puts a holder the view did not know into it, with its lease restarted in full.
-func (n *Node) adopt(key string, h fsm.Holder, now int64) *keyState {
-	ks := n.view.state(key, nil)
-	n.view.hold(ks, key, h.Token, h.Lease, now)
-	return ks
-}
-
-// resync corrects ks after the log answered that the view's holder does not hold the key. h is
-// the holder the log has: none frees the key (and lines up the next waiter); another is
-// held with its lease restarted in full, as adopt does, so no lease ends early.
-func (n *Node) resync(ks *keyState, h fsm.Holder, now int64) {
-	n.log.Warn("lock view corrected from the log", "key", ks.item.Key, "view_token", ks.item.Token, "log_token", uint64(h.Token))
-	if h.Token == 0 {
-		n.holderGone(ks, now)
+// forget drops ks from the view, if it is still filed there.
+func (v *view) forget(ks *keyState) {
+	if v.keys[ks.key] != ks {
 		return
 	}
-	n.view.hold(ks, ks.item.Key, h.Token, h.Lease, now)
-	if h.Token > n.last {
-		n.last = h.Token
+	delete(v.keys, ks.key)
+	if _, held := v.held.lookup(ks.key); !held {
+		v.bare--
+	}
+}
+
+// tidy forgets ks once it has neither waiters nor a grant in flight.
+func (v *view) tidy(ks *keyState) {
+	if ks.q == nil && !ks.granting {
+		v.forget(ks)
+	}
+}
+
+// resync corrects the view after the log answered that h, the view's holder of its key, does
+// not hold it. lh is the holder the log has: none frees the key (and lines up the next
+// waiter); another is held with its lease restarted in full, so no lease ends early.
+func (n *Node) resync(h holder, lh fsm.Holder, now int64) {
+	n.log.Warn("lock view corrected from the log", "key", h.key, "view_token", uint64(h.token()), "log_token", uint64(lh.Token))
+	if lh.Token == 0 {
+		n.holderGone(h.key, now)
+		return
+	}
+	n.view.hold(h.key, lh.Token, lh.Lease, now)
+	if lh.Token > n.last {
+		n.last = lh.Token
 	}
 }
