@@ -38,7 +38,7 @@ func (n *Node) Acquire(c *Conn, owner uint64, key []byte, wait uint8, lease uint
 		return
 	}
 	now := n.mono(n.clock.Now())
-	if h, ok := n.view.held.get(key); ok && h.deadline <= now && !h.parked() {
+	if h, ok := n.view.held.Get(key); ok && h.Deadline <= now && !h.Parked() {
 		n.expire(h, now) // lazily: the lease is over even if the sweep has not run yet
 	}
 	if !n.gates[gatePending].Admit(n.pending) {
@@ -138,8 +138,8 @@ func (n *Node) acquired(key []byte, op acqOp, r fsm.Result, err error, now int64
 			// Its connection closed while the grant was in the log: nobody will release it.
 			// When the view holds that grant (held just now, or rebuilt from the log by a
 			// newer Lead) it is freed through the view, in this epoch, so the view follows.
-			if h, ok := n.view.held.lookup(r.Key); ok && h.token() == r.Token && !h.parked() {
-				n.endHold(h.key, key, relOp{token: r.Token, epoch: n.epoch}, now)
+			if h, ok := n.view.held.Lookup(r.Key); ok && tokenOf(h) == r.Token && !h.Parked() {
+				n.endHold(h.Key, key, relOp{token: r.Token, epoch: n.epoch}, now)
 			} else {
 				n.proposeRelease(key, relOp{token: r.Token, epoch: op.epoch})
 			}

@@ -14,14 +14,14 @@
 //
 // Files by concept: node.go (the Node, sessions, drain, stats), acquire.go, release.go,
 // handoff.go (a freed key goes to its next waiter), waiters.go (queues and wait timers),
-// expire.go (the sweep and lazy expiry), leader.go (Lead and Follow), view.go and holders.go
+// expire.go (the sweep and lazy expiry), leader.go (Lead and Follow), view.go
 // (what the deciding node knows of its keys), applier.go, admission.go.
 //
 // What the package owns:
 //   - dispatch: acquire, release and ping semantics of PROTOCOL.md section 7;
 //   - waiters: per-key FIFO queues, wait measured from when the frame was read;
 //   - admission: pending, keys and waiters gates with 90%/75% hysteresis (section 6);
-//   - expiry driving: the view's deadline heap of holders (holders.go), the single-mode
+//   - expiry driving: the view's deadline heap of holders (an expiry.Heap), the single-mode
 //     sweep every expiry.SweepInterval, and lazy expiry when a request touches a key.
 //
 // What it must never do: parse bytes (package wire does), block while holding its mutex

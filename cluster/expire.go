@@ -45,19 +45,19 @@ func (n *Node) Sweep() (expired int) {
 // and reports how many and whether more are due. The caller holds n.mu.
 func (n *Node) sweepChunk(now int64) (count int, more bool) {
 	for range expiry.SweepChunk {
-		h, ok := n.view.held.peek(now)
+		h, ok := n.view.held.Peek(now)
 		if !ok {
 			return count, false
 		}
 		count++
 		n.expire(h, now)
-		if next, ok := n.view.held.peek(now); ok && next == h {
+		if next, ok := n.view.held.Peek(now); ok && next == h {
 			// expire frees, parks or re-times the holder it is given: never here.
-			n.log.Error("expiry sweep made no progress; it stops until the next sweep", "key", h.key)
+			n.log.Error("expiry sweep made no progress; it stops until the next sweep", "key", h.Key)
 			return count, false
 		}
 	}
-	_, more = n.view.held.peek(now)
+	_, more = n.view.held.Peek(now)
 	return count, more
 }
 
@@ -69,24 +69,24 @@ func (n *Node) Close() {
 // expire frees h's key because its lease ran out: an Expire command for exactly h's token,
 // which frees the key only if that token still holds it. While it is out the holder is
 // parked. (In single mode it is applied before apply returns, and the holder is gone.)
-func (n *Node) expire(h holder, now int64) {
-	op := expOp{key: h.key, token: h.token(), epoch: n.epoch}
+func (n *Node) expire(h expiry.Entry, now int64) {
+	op := expOp{key: h.Key, token: tokenOf(h), epoch: n.epoch}
 	n.ap.begin()
 	n.ap.apply(fsm.Command{Kind: fsm.CmdExpire, Key: []byte(op.key), Token: op.token}, then{kind: fsm.CmdExpire, exp: op})
-	n.view.held.park(h.key, op.token) // unless it is gone already
-	n.grantNext(h.key, now)
+	n.view.held.Park(h.Key, uint64(op.token)) // unless it is gone already
+	n.grantNext(h.Key, now)
 	n.ap.end()
 }
 
 func (n *Node) expired(op expOp, r fsm.Result, err error, now int64) {
-	h, ok := n.view.held.lookup(op.key)
-	mine := ok && op.epoch == n.epoch && h.token() == op.token
+	h, ok := n.view.held.Lookup(op.key)
+	mine := ok && op.epoch == n.epoch && tokenOf(h) == op.token
 	switch {
 	case err != nil:
 		if mine {
 			// Not applied, or not known to be: look again shortly. A lock is never freed
 			// before its lease ended, only later.
-			n.view.held.arm(op.key, now+int64(retryExpire))
+			n.view.held.Arm(op.key, now+int64(retryExpire))
 		}
 	case r.Kind == fsm.Expired:
 		n.m.expired.Inc()

@@ -14,11 +14,11 @@ func (n *Node) holderGone(name string, now int64) {
 // settle drops ks from the view when its key has no holder and no grant in flight, after
 // lining up the next waiter.
 func (n *Node) settle(ks *keyState, now int64) {
-	if _, held := n.view.held.lookup(ks.key); held || ks.granting {
+	if _, held := n.view.held.Lookup(ks.key); held || ks.granting {
 		return
 	}
 	n.grantNext(ks.key, now)
-	if _, held := n.view.held.lookup(ks.key); !held && !ks.granting {
+	if _, held := n.view.held.Lookup(ks.key); !held && !ks.granting {
 		n.view.forget(ks)
 	}
 }
@@ -32,7 +32,7 @@ func (n *Node) grantNext(name string, now int64) {
 	if ks == nil || ks.granting || ks.q == nil || n.last >= fsm.MaxToken {
 		return
 	}
-	if h, held := n.view.held.lookup(name); held && !h.parked() {
+	if h, held := n.view.held.Lookup(name); held && !h.Parked() {
 		return
 	}
 	for {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -403,4 +404,24 @@ func TestExhaustionAnswersQueuedWaiters(t *testing.T) {
 	if s := h.n.Stats(); s.Waiters != 0 || s.Pending != 0 {
 		t.Fatalf("stats %+v", s)
 	}
+}
+
+// check verifies the view: its holders, and that bare counts the key states without one.
+func (v *view) check() error {
+	if err := v.held.Check(); err != nil {
+		return err
+	}
+	bare := 0
+	for k, ks := range v.keys {
+		if ks.key != k {
+			return fmt.Errorf("key state of %q filed under %q", ks.key, k)
+		}
+		if _, ok := v.held.Lookup(k); !ok {
+			bare++
+		}
+	}
+	if bare != v.bare {
+		return fmt.Errorf("bare is %d, %d key states have no holder", v.bare, bare)
+	}
+	return nil
 }

@@ -25,22 +25,22 @@ func (n *Node) Release(c *Conn, owner uint64, key []byte, token uint64) {
 		return
 	}
 	now := n.mono(n.clock.Now())
-	h, ok := n.view.held.get(key)
-	if ok && uint64(h.token()) == token && h.deadline <= now {
+	h, ok := n.view.held.Get(key)
+	if ok && h.Token() == token && h.Deadline <= now {
 		// The lease ran out: the lock was free before this release arrived.
-		if !h.parked() {
+		if !h.Parked() {
 			n.expire(h, now)
 		}
 		ok = false
 	}
-	if !ok || uint64(h.token()) != token {
+	if !ok || h.Token() != token {
 		// The view knows every grant a client can hold a token of (a grant is held in the
 		// view before its A is sent), so this is definite.
 		n.m.relNotHeld.Inc()
 		c.out.Reply(wire.Response{Op: wire.OpNotHeld, Owner: owner})
 		return
 	}
-	n.endHold(h.key, key, relOp{c: c, owner: owner, token: fsm.Token(token), epoch: n.epoch}, now)
+	n.endHold(h.Key, key, relOp{c: c, owner: owner, token: fsm.Token(token), epoch: n.epoch}, now)
 }
 
 // endHold releases name's current holder (op.token) and lines up the next waiter's grant
@@ -49,7 +49,7 @@ func (n *Node) Release(c *Conn, owner uint64, key []byte, token uint64) {
 func (n *Node) endHold(name string, key []byte, op relOp, now int64) {
 	n.ap.begin()
 	n.proposeRelease(key, op)
-	n.view.held.park(name, op.token) // unless it is gone already
+	n.view.held.Park(name, uint64(op.token)) // unless it is gone already
 	n.grantNext(name, now)
 	n.ap.end()
 }
@@ -62,8 +62,8 @@ func (n *Node) proposeRelease(key []byte, op relOp) {
 
 func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64) {
 	var resp wire.Response
-	h, ok := n.view.held.get(key)
-	mine := ok && op.epoch == n.epoch && h.token() == op.token
+	h, ok := n.view.held.Get(key)
+	mine := ok && op.epoch == n.epoch && tokenOf(h) == op.token
 	switch {
 	case err != nil:
 		reason := wire.ReasonUnavailable
@@ -72,11 +72,11 @@ func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64
 		}
 		n.m.FrameError(reason)
 		resp = wire.Response{Op: wire.OpError, Owner: op.owner, Reason: reason}
-		if mine && h.parked() {
+		if mine && h.Parked() {
 			// Not released, or not known to be: the holder keeps its lease in the view, and
 			// its expiry (which the sweep skipped while the release was out) is armed again.
 			// If the release did apply, that expiry comes back stale and resyncs the view.
-			n.view.held.arm(h.key, h.deadline)
+			n.view.held.Arm(h.Key, h.Deadline)
 		}
 	case r.Kind == fsm.Released:
 		n.m.relReleased.Inc()
@@ -84,7 +84,7 @@ func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64
 			op.c.out.Reply(wire.Response{Op: wire.OpRelease, Owner: op.owner}) // before the next holder's A
 		}
 		if mine {
-			n.holderGone(h.key, now)
+			n.holderGone(h.Key, now)
 		}
 		return
 	default:

@@ -3,8 +3,16 @@ package cluster
 import (
 	"time"
 
+	"github.com/latchd/latch/expiry"
 	"github.com/latchd/latch/fsm"
 )
+
+// The view keeps holders' tokens in an expiry.Heap, whose entries carry tokens below 2^63:
+// this fails to compile if the lock table's largest token outgrows it.
+const _ = expiry.MaxToken - uint64(fsm.MaxToken)
+
+// tokenOf is the fencing token of a holder in the view.
+func tokenOf(h expiry.Entry) fsm.Token { return fsm.Token(h.Token()) }
 
 // keyState is what the view keeps of a key besides its holder: the FIFO of acquires waiting
 // for it, and whether one of them is being granted. Only a key with waiters, or a waiter's
@@ -26,33 +34,33 @@ type keyState struct {
 // whose release is in the log the table may already show the next holder (or none) while
 // the view still times the lease it granted, and an expiry must name that token.
 type view struct {
-	held holders
+	held expiry.Heap
 	keys map[string]*keyState
 	bare int // keys in keys without a holder in held
 }
 
 // reset empties the view (at a leadership change).
 func (v *view) reset() {
-	v.held = newHolders()
+	v.held = expiry.NewHeap()
 	v.keys = make(map[string]*keyState)
 	v.bare = 0
 }
 
 // len is the number of keys in the view.
-func (v *view) len() int { return v.held.len() + v.bare }
+func (v *view) len() int { return v.held.Len() + v.bare }
 
 // hold makes tok the holder of key with its lease counted in full from now. It is the one way
 // a holder enters the view: a grant, a holder the view missed, a correction from the log, and
 // every holder at a new leader's start. key should be the table's own string.
 func (v *view) hold(key string, tok fsm.Token, lease uint16, now int64) {
-	if v.held.set(key, tok, now+int64(lease)*int64(time.Second)) && v.keys[key] != nil {
+	if v.held.Set(key, uint64(tok), now+int64(lease)*int64(time.Second)) && v.keys[key] != nil {
 		v.bare--
 	}
 }
 
 // drop forgets key's holder.
 func (v *view) drop(key string) {
-	if v.held.remove(key) && v.keys[key] != nil {
+	if v.held.Remove(key) && v.keys[key] != nil {
 		v.bare++
 	}
 }
@@ -60,8 +68,8 @@ func (v *view) drop(key string) {
 // name returns the view's string for key (its holder's, or its key state's) if key is in the
 // view.
 func (v *view) name(key []byte) (string, bool) {
-	if h, ok := v.held.get(key); ok {
-		return h.key, true
+	if h, ok := v.held.Get(key); ok {
+		return h.Key, true
 	}
 	if ks := v.keys[string(key)]; ks != nil {
 		return ks.key, true
@@ -75,7 +83,7 @@ func (v *view) state(key string) *keyState {
 	if ks == nil {
 		ks = &keyState{key: key}
 		v.keys[key] = ks
-		if _, held := v.held.lookup(key); !held {
+		if _, held := v.held.Lookup(key); !held {
 			v.bare++
 		}
 	}
@@ -88,7 +96,7 @@ func (v *view) forget(ks *keyState) {
 		return
 	}
 	delete(v.keys, ks.key)
-	if _, held := v.held.lookup(ks.key); !held {
+	if _, held := v.held.Lookup(ks.key); !held {
 		v.bare--
 	}
 }
@@ -103,13 +111,13 @@ func (v *view) tidy(ks *keyState) {
 // resync corrects the view after the log answered that h, the view's holder of its key, does
 // not hold it. lh is the holder the log has: none frees the key (and lines up the next
 // waiter); another is held with its lease restarted in full, so no lease ends early.
-func (n *Node) resync(h holder, lh fsm.Holder, now int64) {
-	n.log.Warn("lock view corrected from the log", "key", h.key, "view_token", uint64(h.token()), "log_token", uint64(lh.Token))
+func (n *Node) resync(h expiry.Entry, lh fsm.Holder, now int64) {
+	n.log.Warn("lock view corrected from the log", "key", h.Key, "view_token", h.Token(), "log_token", uint64(lh.Token))
 	if lh.Token == 0 {
-		n.holderGone(h.key, now)
+		n.holderGone(h.Key, now)
 		return
 	}
-	n.view.hold(h.key, lh.Token, lh.Lease, now)
+	n.view.hold(h.Key, lh.Token, lh.Lease, now)
 	if lh.Token > n.last {
 		n.last = lh.Token
 	}

@@ -1,193 +1,324 @@
 package expiry
 
-// Item is one lease deadline. It carries the token it was made for: when it
-// comes due, the caller frees the key only if that token still holds it (a
-// stale item is dropped, never acted on).
+import (
+	"hash/maphash"
+	"math"
+)
+
+// Heap is the deciding node's record of every holder it knows: per held key the holder's
+// token and lease deadline, found by key and ordered by deadline, in 36 bytes a key plus an
+// index of about 5 to 8 (a map of pointers to heap items cost about 110). The key string is
+// the lock table's own. It is a 4-ary min-heap of values (soonest deadline first, ties: lower
+// token) and an open-addressing index from key to heap position, which every heap move keeps
+// exact; each heap position also names its index slot, so that a move never hashes a key.
 //
-// Build items with a composite literal; the zero value is not queued. While
-// an item is queued, change its Deadline only through Heap.Fix and do not
-// change its Token.
-type Item struct {
-	Deadline int64  // caller's clock (e.g. monotonic nanoseconds); the heap orders by it
-	Token    uint64 // the token this deadline was made for; breaks deadline ties, lower first
-	Key      string // the locked key, shared with the lock table
-
-	// index is the item's position in its heap plus one, so that the zero
-	// value, which is what a composite literal from another package gets,
-	// means "not queued".
-	index int
-}
-
-// Queued reports whether the item is in a heap.
-func (it *Item) Queued() bool { return it.index != 0 }
-
-// before is the heap order: earlier deadline first, then lower token.
-func before(a, b *Item) bool {
-	if a.Deadline != b.Deadline {
-		return a.Deadline < b.Deadline
-	}
-	return a.Token < b.Token
-}
-
-// Heap is a min-heap of *Item by Deadline (ties: lower Token first), with
-// O(log n) removal and re-timing of a known item. The zero value is an empty
-// heap. A Heap is not safe for concurrent use.
+// A holder may be parked: a release or expiry of it is in flight. It keeps its token and
+// deadline, but is never due (the sweep leaves it alone) until it is armed again or removed.
+//
+// Not safe for concurrent use; its owner serialises access. At most math.MaxUint32-1
+// holders. Make one with NewHeap.
 type Heap struct {
-	items []*Item
+	heap   []Entry
+	slot   []uint32 // slot[p] names the index slot that points to heap[p]
+	shards [indexShards]shard
+	seed   maphash.Seed
 }
 
-// minShrinkCap is the capacity below which the slice is never shrunk.
-const minShrinkCap = 1024
+// Entry is one holder: its lease deadline, its token and its key. The token lives in the low
+// 63 bits of tok and parked in the top bit, so that an entry stays 32 bytes: tokens must be
+// below 2^63 (the lock table's largest is 2^63-1).
+type Entry struct {
+	Deadline int64  // on the caller's clock; the heap orders by it
+	tok      uint64 // the token, and the parked bit
+	Key      string // the locked key, shared with the lock table
+}
 
-// Len returns the number of queued items.
-func (h *Heap) Len() int { return len(h.items) }
+const parkedBit = 1 << 63
 
-// Push queues it. Pushing an item that is already queued, in this heap or
-// another, is a programming error and panics.
-func (h *Heap) Push(it *Item) {
-	if it.index != 0 {
-		panic("expiry: Push of an item that is already queued; use Fix to change its deadline or Remove it first")
+// MaxToken is the largest token an Entry can carry.
+const MaxToken = parkedBit - 1
+
+// Token is the holder's token.
+func (e Entry) Token() uint64 { return e.tok &^ parkedBit }
+
+// Parked reports whether a release or expiry of the holder is in flight: it is never due.
+func (e Entry) Parked() bool { return e.tok&parkedBit != 0 }
+
+// due is the deadline the heap orders by: a parked holder is never due.
+func (e *Entry) due() int64 {
+	if e.Parked() {
+		return math.MaxInt64
 	}
-	h.items = append(h.items, it)
-	it.index = len(h.items)
-	h.up(len(h.items) - 1)
+	return e.Deadline
 }
 
-// Peek returns the item with the earliest deadline without removing it, or
-// nil when the heap is empty.
-func (h *Heap) Peek() *Item {
-	if len(h.items) == 0 {
-		return nil
+func before(a, b *Entry) bool {
+	if da, db := a.due(), b.due(); da != db {
+		return da < db
 	}
-	return h.items[0]
+	return a.Token() < b.Token()
 }
 
-// Pop removes and returns the item with the earliest deadline, or nil when
-// the heap is empty. The popped item is no longer queued and may be pushed
-// again.
-func (h *Heap) Pop() *Item {
-	if len(h.items) == 0 {
-		return nil
+// indexShards splits the index so that growing it rehashes a small part of the keys at a
+// time (about 4,000 at a million keys), never all of them under the node's mutex.
+const indexShards = 256
+
+// shard is one part of the index, linear probing: pos is heap position+1 of the holder whose
+// key hashes there (0: empty, gone: a holder was removed there), tag 8 more bits of that hash,
+// so that a probe rarely has to read a key it does not want. A removal leaves gone, which
+// costs no hashing; a resize clears them.
+type shard struct {
+	pos  []uint32
+	tag  []uint8
+	n    int // slots that point to a holder
+	dead int // slots that are gone
+}
+
+// gone marks a slot whose holder was removed: probes go on past it, inserts reuse it. It is
+// never a heap position+1.
+const gone = math.MaxUint32
+
+// A slot name is shard<<slotBits | slot; a shard has fewer than 1<<slotBits slots.
+const (
+	slotBits = 24
+	slotMask = 1<<slotBits - 1
+)
+
+func (h *Heap) at(name uint32) (*shard, int) {
+	return &h.shards[name>>slotBits], int(name & slotMask)
+}
+
+// NewHeap returns an empty heap (its index hash has a seed of its own).
+func NewHeap() Heap { return Heap{seed: maphash.MakeSeed()} }
+
+func (h *Heap) Len() int { return len(h.heap) }
+
+// Get returns key's holder.
+func (h *Heap) Get(key []byte) (Entry, bool) {
+	hash := maphash.Bytes(h.seed, key)
+	sh := &h.shards[hash>>56]
+	if sh.n == 0 {
+		return Entry{}, false
 	}
-	return h.removeAt(0)
+	for i := sh.home(hash); sh.pos[i] != 0; i = sh.next(i) {
+		if p := sh.pos[i]; p != gone && sh.tag[i] == uint8(hash) && h.heap[p-1].Key == string(key) {
+			return h.heap[p-1], true
+		}
+	}
+	return Entry{}, false
 }
 
-// Remove takes it out of the heap and reports whether it was there. It
-// returns false, changing nothing, for an item that is not queued or is
-// queued in another heap.
-func (h *Heap) Remove(it *Item) bool {
-	i, ok := h.position(it)
-	if !ok {
+// Lookup is Get for a key the caller has as a string.
+func (h *Heap) Lookup(key string) (Entry, bool) {
+	if p := h.find(key); p >= 0 {
+		return h.heap[p], true
+	}
+	return Entry{}, false
+}
+
+// find returns key's heap position, or -1.
+func (h *Heap) find(key string) int {
+	hash := maphash.String(h.seed, key)
+	sh := &h.shards[hash>>56]
+	if sh.n == 0 {
+		return -1
+	}
+	for i := sh.home(hash); sh.pos[i] != 0; i = sh.next(i) {
+		if p := sh.pos[i]; p != gone && sh.tag[i] == uint8(hash) && h.heap[p-1].Key == key {
+			return int(p - 1)
+		}
+	}
+	return -1
+}
+
+// Set makes tok key's holder with deadline, armed, in place of any holder it had, and
+// reports whether key had none.
+func (h *Heap) Set(key string, tok uint64, deadline int64) bool {
+	if p := h.find(key); p >= 0 {
+		h.heap[p].tok, h.heap[p].Deadline = uint64(tok), deadline
+		h.fix(p)
 		return false
 	}
-	h.removeAt(i)
+	if len(h.heap) >= math.MaxUint32-1 {
+		panic("cluster: more than 2^32-2 holders in the view")
+	}
+	hash := maphash.String(h.seed, key)
+	sh := &h.shards[hash>>56]
+	if (sh.n+sh.dead+1)*5 > len(sh.pos)*4 { // keep the load, gone slots included, at most 0.8
+		h.resize(int(hash>>56), sh.n+1)
+	}
+	p := len(h.heap)
+	if p == cap(h.heap) {
+		// Grow by an eighth, not append's quarter or more: the heap is most of the view.
+		c := max(64, p+p/8)
+		h.heap = append(make([]Entry, 0, c), h.heap...)
+		h.slot = append(make([]uint32, 0, c), h.slot...)
+	}
+	h.heap = append(h.heap, Entry{Deadline: deadline, tok: tok, Key: key})
+	h.slot = append(h.slot, uint32(hash>>56)<<slotBits|uint32(sh.insert(hash, uint32(p+1))))
+	h.up(p)
 	return true
 }
 
-// Fix sets it.Deadline to deadline and restores the heap order, in O(log n).
-// It is how a new leader restarts a lease in full. Fixing an item that is not
-// queued in this heap is a programming error and panics; to re-queue a popped
-// or removed item, set its Deadline and Push it.
-func (h *Heap) Fix(it *Item, deadline int64) {
-	i, ok := h.position(it)
-	if !ok {
-		panic("expiry: Fix of an item that is not queued in this heap; set Deadline and Push it instead")
-	}
-	it.Deadline = deadline
-	if !h.down(i) {
-		h.up(i)
+// Park marks key's holder parked (never due) if its token is tok; Arm gives key's holder
+// deadline and makes it due again. Both do nothing for a key without a holder.
+func (h *Heap) Park(key string, tok uint64) {
+	if p := h.find(key); p >= 0 && h.heap[p].Token() == tok {
+		h.heap[p].tok |= parkedBit
+		h.fix(p)
 	}
 }
 
-// Reset empties the heap, for example when a node stops leading. Every item
-// it held is left not queued, so it may be pushed again. It frees the slice.
-func (h *Heap) Reset() {
-	for _, it := range h.items {
-		it.index = 0
-	}
-	h.items = nil
-}
-
-// position returns it's index in h.items if it is queued in h.
-func (h *Heap) position(it *Item) (int, bool) {
-	i := it.index - 1
-	if i < 0 || i >= len(h.items) || h.items[i] != it {
-		return 0, false
-	}
-	return i, true
-}
-
-// removeAt removes and returns the item at position i.
-func (h *Heap) removeAt(i int) *Item {
-	last := len(h.items) - 1
-	it := h.items[i]
-	if i != last {
-		moved := h.items[last]
-		h.items[i] = moved
-		moved.index = i + 1
-	}
-	h.items[last] = nil // let the collector have it once the caller is done
-	h.items = h.items[:last]
-	if i != last && !h.down(i) {
-		h.up(i)
-	}
-	it.index = 0
-	h.shrink()
-	return it
-}
-
-// shrink halves the slice's capacity once it is less than a quarter used, so
-// a heap that held 1,000,000 leases does not keep their slots after a mass
-// expiry. Amortised O(1) per removal.
-func (h *Heap) shrink() {
-	if c := cap(h.items); c > minShrinkCap && len(h.items) < c/4 {
-		items := make([]*Item, len(h.items), c/2)
-		copy(items, h.items)
-		h.items = items
+func (h *Heap) Arm(key string, deadline int64) {
+	if p := h.find(key); p >= 0 {
+		h.heap[p].tok &^= parkedBit
+		h.heap[p].Deadline = deadline
+		h.fix(p)
 	}
 }
 
-// up moves the item at position i towards the root until its parent is not
-// after it.
-func (h *Heap) up(i int) {
-	it := h.items[i]
-	for i > 0 {
-		p := (i - 1) / 2
-		parent := h.items[p]
-		if !before(it, parent) {
+// Remove forgets key's holder, and reports whether it had one.
+func (h *Heap) Remove(key string) bool {
+	p := h.find(key)
+	if p < 0 {
+		return false
+	}
+	h.unindex(h.slot[p])
+	last := len(h.heap) - 1
+	if p != last {
+		h.move(last, p)
+	}
+	h.heap[last] = Entry{}
+	h.heap, h.slot = h.heap[:last], h.slot[:last]
+	if p != last {
+		h.fix(p)
+	}
+	if c := cap(h.heap); c > 1024 && len(h.heap) < c/4 {
+		h.heap = append(make([]Entry, 0, c/2), h.heap...)
+		h.slot = append(make([]uint32, 0, c/2), h.slot...)
+	}
+	return true
+}
+
+// Peek returns the soonest holder that is due by now, if any.
+func (h *Heap) Peek(now int64) (Entry, bool) {
+	if len(h.heap) == 0 || h.heap[0].due() > now {
+		return Entry{}, false
+	}
+	return h.heap[0], true
+}
+
+// fix restores the heap order around position p.
+func (h *Heap) fix(p int) {
+	if p > 0 && before(&h.heap[p], &h.heap[(p-1)/4]) {
+		h.up(p)
+		return
+	}
+	h.down(p)
+}
+
+// up moves the entry at p towards the root.
+func (h *Heap) up(p int) {
+	x, name := h.heap[p], h.slot[p]
+	for p > 0 {
+		parent := (p - 1) / 4
+		if !before(&x, &h.heap[parent]) {
 			break
 		}
-		h.items[i] = parent
-		parent.index = i + 1
-		i = p
+		h.move(parent, p)
+		p = parent
 	}
-	h.items[i] = it
-	it.index = i + 1
+	h.place(p, x, name)
 }
 
-// down moves the item at position i0 towards the leaves until no child is
-// before it, and reports whether it moved.
-func (h *Heap) down(i0 int) bool {
-	n := len(h.items)
-	i := i0
-	it := h.items[i]
+// down moves the entry at p towards the leaves.
+func (h *Heap) down(p int) {
+	x, name := h.heap[p], h.slot[p]
+	n := len(h.heap)
 	for {
-		c := 2*i + 1
-		if c >= n || c < 0 { // c < 0: int overflow
+		c := 4*p + 1
+		if c >= n {
 			break
 		}
-		if r := c + 1; r < n && before(h.items[r], h.items[c]) {
-			c = r
+		m := c
+		for j := c + 1; j < c+4 && j < n; j++ {
+			if before(&h.heap[j], &h.heap[m]) {
+				m = j
+			}
 		}
-		child := h.items[c]
-		if !before(child, it) {
+		if !before(&h.heap[m], &x) {
 			break
 		}
-		h.items[i] = child
-		child.index = i + 1
-		i = c
+		h.move(m, p)
+		p = m
 	}
-	h.items[i] = it
-	it.index = i + 1
-	return i > i0
+	h.place(p, x, name)
+}
+
+// move copies the entry at from to to, and points its index slot there.
+func (h *Heap) move(from, to int) { h.place(to, h.heap[from], h.slot[from]) }
+
+// place puts x, indexed at the slot named name, at position p.
+func (h *Heap) place(p int, x Entry, name uint32) {
+	h.heap[p], h.slot[p] = x, name
+	sh, s := h.at(name)
+	sh.pos[s] = uint32(p + 1)
+}
+
+// home is the slot a hash starts probing at: bits 24..55 of it scaled to the shard's size
+// (the top 8 choose the shard, the low 8 are the tag).
+func (sh *shard) home(hash uint64) int {
+	return int(uint64(uint32(hash>>24)) * uint64(len(sh.pos)) >> 32)
+}
+
+func (sh *shard) next(i int) int {
+	if i++; i == len(sh.pos) {
+		return 0
+	}
+	return i
+}
+
+// insert files pos under hash in the first empty or gone slot and returns that slot. The
+// key must not be in the shard.
+func (sh *shard) insert(hash uint64, pos uint32) int {
+	i := sh.home(hash)
+	for sh.pos[i] != 0 && sh.pos[i] != gone {
+		i = sh.next(i)
+	}
+	if sh.pos[i] == gone {
+		sh.dead--
+	}
+	sh.pos[i], sh.tag[i] = pos, uint8(hash)
+	sh.n++
+	return i
+}
+
+// unindex marks the slot named name gone, and shrinks its shard once it is seven eighths
+// empty (not sooner: a mass expiry would rebuild it over and over).
+func (h *Heap) unindex(name uint32) {
+	sh, i := h.at(name)
+	sh.pos[i], sh.tag[i] = gone, 0
+	sh.n--
+	sh.dead++
+	if len(sh.pos) > 16 && sh.n*8 < len(sh.pos) {
+		h.resize(int(name>>slotBits), sh.n)
+	}
+}
+
+// resize rebuilds shard si for n entries at a load of 0.6 (it grows past 0.8 and shrinks
+// below 0.125).
+func (h *Heap) resize(si, n int) {
+	size := max(8, n*5/3+1)
+	if size > slotMask {
+		panic("cluster: a shard of the view's index outgrew its slot names")
+	}
+	sh := &h.shards[si]
+	old := sh.pos
+	base := uint32(si) << slotBits
+	sh.pos, sh.tag, sh.n, sh.dead = make([]uint32, size), make([]uint8, size), 0, 0
+	for _, p := range old {
+		if p != 0 && p != gone {
+			h.slot[p-1] = base | uint32(sh.insert(maphash.String(h.seed, h.heap[p-1].Key), p))
+		}
+	}
 }
