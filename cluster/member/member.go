@@ -17,7 +17,6 @@ import (
 	"github.com/latchd/latch/cluster/peer"
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/cluster/server"
-	"github.com/latchd/latch/fsm"
 )
 
 // Member is a running cluster-mode member: the lock node, its raft node, the peer port,
@@ -35,7 +34,6 @@ type Member struct {
 	raft     *raftnode.Node
 	id, adv  string
 	stopJoin context.CancelFunc
-	done     chan struct{} // closed by Stop: ends the leader watch
 }
 
 // Start starts a member: it opens the peer port, decides whether to bootstrap (asking the
@@ -45,7 +43,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Member{cfg: cfg, log: cfg.logger(), id: cfg.Raft.ID, adv: cfg.advertise(), done: make(chan struct{})}
+	m := &Member{cfg: cfg, log: cfg.logger(), id: cfg.Raft.ID, adv: cfg.advertise()}
 	dir := filepath.Clean(cfg.Raft.DataDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
@@ -58,6 +56,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		m.cfg.Node.Metrics = cluster.NewMetrics()
 	}
 	adapter := &raftAdapter{}
+	m.adapter = adapter
 	m.cfg.Node.Replicated = &cluster.Replicated{Propose: adapter, State: adapter}
 	if m.node, err = cluster.NewNode(m.cfg.Node); err != nil {
 		return nil, err
@@ -76,17 +75,19 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 			return nil, fmt.Errorf("deciding whether to bootstrap: %w", err)
 		}
 	}
+	if err := m.forwarding(); err != nil {
+		stream.Close()
+		m.mux.Close()
+		return nil, err
+	}
 	if err := m.openRaft(stream, dir, adapter, bootstrap, hasState); err != nil {
+		m.link.Close()
 		stream.Close()
 		m.mux.Close()
 		return nil, err
 	}
 	registerRaftMetrics(m.cfg.Node.Metrics.Registry, m.raft)
-	if err := m.forwarding(); err != nil {
-		m.raft.Shutdown(context.Background())
-		m.mux.Close()
-		return nil, err
-	}
+	go m.serveForwarded()
 	go m.node.Run()
 	if cfg.Join != "" && !bootstrap {
 		m.startJoin()
@@ -128,15 +129,7 @@ func (m *Member) openRaft(stream *peer.StreamLayer, dir string, adapter *raftAda
 		voteQuarantine(m.log, rcfg.ElectionTimeout)
 	}
 	rcfg.Vouch = vouch(m.mux)
-	rcfg.OnLeader = func(f *fsm.FSM) {
-		adapter.fsm.Store(f)
-		m.node.Lead()
-		adapter.leading.Store(true)
-	}
-	rcfg.OnFollower = func() {
-		adapter.leading.Store(false)
-		m.node.Follow()
-	}
+	rcfg.OnLeader, rcfg.OnFollower, rcfg.OnLeaderChange = m.lead, m.follow, m.leaderAt
 	r, err := raftnode.Open(rcfg)
 	if err != nil {
 		return err
@@ -145,13 +138,12 @@ func (m *Member) openRaft(stream *peer.StreamLayer, dir string, adapter *raftAda
 	m.rp.Store(r)
 	adapter.r.Store(r)
 	adapter.fsm.Store(r.FSM())
-	m.adapter = adapter
 	return nil
 }
 
-// forwarding starts the follower side (a link to the leader's forward channel, kept pointed
-// at raft's current leader), the client-protocol server that routes through it, and the
-// leader side (forwarded connections served as sessions of that server).
+// forwarding builds the follower side (a link to the leader's forward channel, pointed at
+// raft's leader by leaderAt) and the client-protocol server that routes through it; the
+// leader side (serveForwarded) serves forwarded connections as sessions of that server.
 func (m *Member) forwarding() error {
 	fcfg := m.cfg.Forward
 	fcfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
@@ -163,15 +155,13 @@ func (m *Member) forwarding() error {
 		return err
 	}
 	m.link = link
-	go m.watchLeader()
 	registerForwardMetrics(m.cfg.Node.Metrics.Registry, link)
 	scfg := m.cfg.Server
-	scfg.Router = router{adapter: m.adapter, link: link}
+	scfg.Router = router{node: m.node, link: link}
 	if m.srv, err = server.New(scfg, m.node); err != nil {
 		link.Close()
 		return err
 	}
-	go m.serveForwarded()
 	return nil
 }
 
@@ -210,7 +200,7 @@ func (m *Member) Ready() error {
 	if err := m.raft.Ready(); err != nil {
 		return err
 	}
-	if !m.adapter.leading.Load() && m.link.Stats().Leader == "" {
+	if !m.node.Leading() && m.link.Stats().Leader == "" {
 		return errors.New("forwarding does not know the leader yet")
 	}
 	return nil
@@ -247,7 +237,6 @@ func (m *Member) Stop(ctx context.Context) error {
 	if m.stopJoin != nil {
 		m.stopJoin()
 	}
-	close(m.done)
 	m.link.Close()
 	if err := m.raft.Shutdown(ctx); err != nil {
 		m.log.Warn("raft shutdown", "error", err)

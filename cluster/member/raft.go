@@ -17,9 +17,8 @@ import (
 // node is built before raft (raft's leadership hooks call it), so the raft node and its FSM
 // are bound once they exist; a Submit before that is answered "not applied".
 type raftAdapter struct {
-	r       atomic.Pointer[raftnode.Node]
-	fsm     atomic.Pointer[fsm.FSM]
-	leading atomic.Bool // between OnLeader and OnFollower: sessions decide locally
+	r   atomic.Pointer[raftnode.Node]
+	fsm atomic.Pointer[fsm.FSM]
 }
 
 var errNotStarted = errors.New("raft is not started yet")
@@ -70,36 +69,35 @@ func (a *raftAdapter) Read(fn func(*fsm.Table)) {
 	}
 }
 
-// router sends a follower's acquires and releases to the leader (server.Router).
+// router sends a follower's acquires and releases to the leader (server.Router). Whether
+// this node decides is the lock node's own flag (Lead to Follow), so the router can never
+// say "local" to a node that is not leading, nor the other way round.
 type router struct {
-	adapter *raftAdapter
-	link    *forward.Link
+	node *cluster.Node
+	link *forward.Link
 }
 
-func (r router) Local() bool { return r.adapter.leading.Load() }
+func (r router) Local() bool { return r.node.Leading() }
 
 func (r router) Forward(req *wire.Request, readAt time.Time, out cluster.Replier) {
 	r.link.Forward(req, readAt, out)
 }
 
-// watchLeader keeps the link pointed at raft's current leader.
-func (m *Member) watchLeader() {
-	t := time.NewTicker(leaderPoll)
-	defer t.Stop()
-	last := "\x00"
-	for {
-		_, addr := m.raft.Leader()
-		if addr != last {
-			m.link.SetLeader(addr)
-			last = addr
-		}
-		select {
-		case <-m.done:
-			return
-		case <-t.C:
-		}
-	}
+// Leadership reaches the member from raftnode in one order and from one source each:
+// OnLeader and OnFollower (the established leadership, from raftnode's leader goroutine)
+// switch the lock node, and with it the router, between deciding and forwarding;
+// OnLeaderChange (who leads, from raft's leader observation) points the link at the leader.
+// Nothing polls.
+
+// lead makes the lock node decide: it rebuilds its view from the FSM, which is current.
+func (m *Member) lead(f *fsm.FSM) {
+	m.adapter.fsm.Store(f)
+	m.node.Lead()
 }
 
-// leaderPoll is how often a node looks whether raft's leader changed, for forwarding.
-const leaderPoll = 50 * time.Millisecond
+// follow stops the lock node deciding: sessions forward from here on.
+func (m *Member) follow() { m.node.Follow() }
+
+// leaderAt points the forwarding link at the leader raft knows of ("" when none).
+// The link logs the change.
+func (m *Member) leaderAt(_, addr string) { m.link.SetLeader(addr) }

@@ -209,6 +209,40 @@ func (n *Node) Leader() (id, addr string) {
 	return string(i), string(a)
 }
 
+// watchLeader reports every change of the known leader to OnLeaderChange until stop
+// closes. raft pushes a LeaderObservation whenever its leader changes (on a follower, when
+// a heartbeat names a new one; on a candidate that wins, at once; empty when it loses one).
+// The observer does not block raft: an observation that finds the channel full is dropped,
+// which loses nothing, since raft records the leader before it observes and each receive
+// reads the leader afresh.
+func (n *Node) watchLeader(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	ch := make(chan raft.Observation, 1)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(obs)
+	defer n.raft.DeregisterObserver(obs)
+	last := "\x00" // no report yet
+	report := func() {
+		id, addr := n.Leader()
+		if key := id + "\x00" + addr; key != last {
+			last = key
+			n.cfg.OnLeaderChange(id, addr)
+		}
+	}
+	report() // a leader raft found before the observer was registered
+	for {
+		select {
+		case <-ch:
+			report()
+		case <-stop:
+			return
+		}
+	}
+}
+
 // notLeaderErr is the rejection of a command on a node that does not lead.
 func (n *Node) notLeaderErr() error {
 	id, addr := n.Leader()
