@@ -2,12 +2,12 @@ package member
 
 import (
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/forward"
+	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/fsm"
 	"github.com/latchd/latch/wire"
@@ -23,15 +23,15 @@ type raftAdapter struct {
 
 var errNotStarted = errors.New("raft is not started yet")
 
-// Submit implements cluster.Proposer: raftnode's outcome errors become the node's, with the
-// cause kept.
+// Submit implements cluster.Proposer. raftnode's errors already carry their outcome, which
+// the node maps to a wire reason (package outcome): they pass through unchanged.
 func (a *raftAdapter) Submit(cmd fsm.Command, done func(fsm.Result, error)) {
 	r := a.r.Load()
 	if r == nil {
-		go done(fsm.Result{}, fmt.Errorf("%w: %w", cluster.ErrNotApplied, errNotStarted))
+		go done(fsm.Result{}, outcome.New(outcome.NotApplied, errNotStarted))
 		return
 	}
-	r.Submit(cmd, func(res fsm.Result, err error) { done(res, mapRaftErr(err)) })
+	r.Submit(cmd, func(res fsm.Result, err error) { done(res, withOutcome(err)) })
 }
 
 // SubmitGroup implements cluster.GroupProposer: the commands share one log entry.
@@ -46,20 +46,18 @@ func (a *raftAdapter) SubmitGroup(ps []cluster.Proposal) {
 	rps := make([]raftnode.Proposal, len(ps))
 	for i, p := range ps {
 		done := p.Done
-		rps[i] = raftnode.Proposal{Cmd: p.Cmd, Done: func(res fsm.Result, err error) { done(res, mapRaftErr(err)) }}
+		rps[i] = raftnode.Proposal{Cmd: p.Cmd, Done: func(res fsm.Result, err error) { done(res, withOutcome(err)) }}
 	}
 	r.SubmitGroup(rps...)
 }
 
-// mapRaftErr turns raftnode's outcome errors into the node's, keeping the cause.
-func mapRaftErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, raftnode.ErrNotApplied):
-		return fmt.Errorf("%w: %w", cluster.ErrNotApplied, err)
+// withOutcome returns err, unless it carries no outcome (raftnode promises one, so this is
+// defence): then it may or may not have been applied, the one answer that is never wrong.
+func withOutcome(err error) error {
+	if _, ok := outcome.Of(err); err != nil && !ok {
+		return outcome.New(outcome.MaybeApplied, err)
 	}
-	return fmt.Errorf("%w: %w", cluster.ErrMaybeApplied, err)
+	return err
 }
 
 // Read implements cluster.StateReader.

@@ -1,11 +1,13 @@
 package raftnode
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	oc "github.com/latchd/latch/cluster/outcome" // "outcome" names a test type here
 	"github.com/latchd/latch/fsm"
 )
 
@@ -246,13 +248,16 @@ func (n *Node) watchLeader(stop <-chan struct{}, done chan<- struct{}) {
 // notLeaderErr is the rejection of a command on a node that does not lead.
 func (n *Node) notLeaderErr() error {
 	id, addr := n.Leader()
-	if id == "" {
-		return notApplied(fmt.Errorf("%w (no leader known)", ErrNotLeader))
+	var why error
+	switch {
+	case id == "":
+		why = errors.New("this node is not the leader, and knows no leader")
+	case id == n.cfg.ID:
+		why = errors.New("this node was elected and is establishing its leadership")
+	default:
+		why = fmt.Errorf("this node is not the leader (leader: %s at %s)", id, addr)
 	}
-	if id == n.cfg.ID {
-		return notApplied(fmt.Errorf("%w (this node was elected and is establishing its leadership)", ErrNotLeader))
-	}
-	return notApplied(fmt.Errorf("%w (leader: %s at %s)", ErrNotLeader, id, addr))
+	return oc.New(oc.NotLeader, why)
 }
 
 func stopped(stop <-chan struct{}) bool {
