@@ -99,7 +99,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 // configuration and serves the admin channel.
 func (m *Member) listen(hasState bool) (*peer.StreamLayer, error) {
 	pcfg := m.cfg.Peer
-	// The peer port takes the peer secrets only: the client secret opens none of it.
+	// Peer.Secrets are the peer secrets only: the client secret opens none of the peer port.
 	pcfg.Logger, pcfg.ID, pcfg.Advertise = m.log.Named("peer"), m.id, m.adv
 	mux, err := peer.Listen(m.cfg.Listen, pcfg)
 	if err != nil {
