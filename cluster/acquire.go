@@ -1,9 +1,9 @@
 package cluster
 
 import (
-	"errors"
 	"time"
 
+	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/fsm"
 	"github.com/latchd/latch/wire"
 )
@@ -110,10 +110,7 @@ func (n *Node) acquired(key []byte, op acqOp, r fsm.Result, err error, now int64
 	}
 	switch {
 	case err != nil:
-		reason := wire.ReasonUnavailable
-		if errors.Is(err, ErrMaybeApplied) {
-			reason = wire.ReasonIndeterminate
-		}
+		reason := outcome.Reason(err)
 		if w != nil {
 			n.retire(w, false)
 		}

@@ -1,13 +1,12 @@
 package cluster
 
 import (
-	"errors"
-
+	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/fsm"
 )
 
 // Proposer applies lock-table commands through the replicated log (cluster mode). The node
-// declares it; cmd/latch wires the Raft proposer in.
+// declares it; cluster/member wires the Raft proposer in.
 type Proposer interface {
 	// Submit proposes cmd. done is called exactly once, never from inside Submit, and the
 	// done calls of all commands come from one goroutine in log order: with the command's
@@ -41,9 +40,10 @@ type Replicated struct {
 	State   StateReader
 }
 
-// Errors a Proposer reports. The node maps them to wire reasons: not applied is
-// `unavailable` (the client may retry elsewhere), maybe applied is `indeterminate`.
+// Errors a Proposer reports: the outcomes of package outcome, which also maps them to wire
+// reasons (outcome.Reason: not applied is `unavailable`, the client may retry elsewhere;
+// maybe applied is `indeterminate`).
 var (
-	ErrNotApplied   = errors.New("cluster: the command was definitely not applied")
-	ErrMaybeApplied = errors.New("cluster: the command may or may not have been applied")
+	ErrNotApplied   = outcome.ErrNotApplied
+	ErrMaybeApplied = outcome.ErrMaybeApplied
 )

@@ -25,6 +25,6 @@
 //     sweep every expiry.SweepInterval, and lazy expiry when a request touches a key.
 //
 // What it must never do: parse bytes (package wire does), block while holding its mutex
-// (replies go to a non-blocking Replier), import cluster/raftnode (cmd/latch wires the two
+// (replies go to a non-blocking Replier), import cluster/raftnode (cluster/member wires the two
 // together), or free a lock before its lease has run out.
 package cluster

@@ -1,8 +1,7 @@
 package cluster
 
 import (
-	"errors"
-
+	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/fsm"
 	"github.com/latchd/latch/wire"
 )
@@ -66,10 +65,7 @@ func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64
 	mine := ok && op.epoch == n.epoch && tokenOf(h) == op.token
 	switch {
 	case err != nil:
-		reason := wire.ReasonUnavailable
-		if errors.Is(err, ErrMaybeApplied) {
-			reason = wire.ReasonIndeterminate
-		}
+		reason := outcome.Reason(err)
 		n.m.FrameError(reason)
 		resp = wire.Response{Op: wire.OpError, Owner: op.owner, Reason: reason}
 		if mine && h.Parked() {

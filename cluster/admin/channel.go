@@ -9,11 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/fsm"
 )
@@ -41,7 +41,7 @@ type ChannelRequest struct {
 type channelResponse struct {
 	Error    string `json:"error,omitempty"`
 	NotFound bool   `json:"not_found,omitempty"`
-	// MaybeApplied: the error wraps raftnode.ErrMaybeApplied (the change may have happened).
+	// MaybeApplied: the error is outcome.ErrMaybeApplied (the change may have happened).
 	MaybeApplied bool               `json:"maybe_applied,omitempty"`
 	Size         int64              `json:"size,omitempty"` // snapshot: bytes of backup after the line
 	Info         *fsm.SnapshotInfo  `json:"info,omitempty"`
@@ -68,9 +68,9 @@ func (s NodeState) HasHistory() bool { return s.LastIndex > 1 }
 // MaxSnapshot bounds a backup sent to or through a node (1 GiB: some 5 million held keys).
 const MaxSnapshot = 1 << 30
 
-// StatusOutcomeUnknown is the HTTP status of a restore that may or may not have been applied
-// (504: the node could not learn the outcome in time).
-const StatusOutcomeUnknown = http.StatusGatewayTimeout
+// StatusOutcomeUnknown is the HTTP status of a change that may or may not have been applied
+// (504: the node could not learn the outcome in time): outcome.HTTPStatus's for MaybeApplied.
+const StatusOutcomeUnknown = outcome.StatusMaybeApplied
 
 // ServeChannel answers requests on ln (the admin channel's listener) with local, which must
 // act on this node without forwarding again. It returns when ln is closed.
@@ -138,7 +138,7 @@ func serveChannelConn(conn net.Conn, local Cluster, log hclog.Logger) {
 	}
 	if err != nil {
 		resp.Error, resp.NotFound = err.Error(), errors.Is(err, ErrNotFound)
-		resp.MaybeApplied = errors.Is(err, raftnode.ErrMaybeApplied)
+		resp.MaybeApplied = errors.Is(err, outcome.ErrMaybeApplied)
 	}
 	if req.Op != "state" {
 		log.Info("admin channel request", "op", req.Op, "id", req.ID, "error", resp.Error)
@@ -189,16 +189,16 @@ func call(ctx context.Context, conn net.Conn, req ChannelRequest, payload []byte
 	}
 	br := bufio.NewReader(conn)
 	if line, err = readLine(br); err != nil {
-		return resp, nil, unanswered{errors.New("admin: no answer from the peer after the request was sent: " + err.Error())}
+		return resp, nil, outcome.New(outcome.MaybeApplied, errors.New("admin: no answer from the peer after the request was sent: "+err.Error()))
 	}
 	if err := json.Unmarshal(line, &resp); err != nil {
-		return resp, nil, unanswered{fmt.Errorf("admin: bad answer from the peer: %w", err)}
+		return resp, nil, outcome.New(outcome.MaybeApplied, fmt.Errorf("admin: bad answer from the peer: %w", err))
 	}
 	switch {
 	case resp.NotFound:
 		return resp, nil, errors.Join(ErrNotFound, errors.New(resp.Error))
 	case resp.MaybeApplied:
-		return resp, nil, unanswered{errors.New(resp.Error)}
+		return resp, nil, relayedUnknown{errors.New(resp.Error)}
 	case resp.Error != "":
 		return resp, nil, errors.New(resp.Error)
 	}
@@ -215,14 +215,14 @@ func call(ctx context.Context, conn net.Conn, req ChannelRequest, payload []byte
 	return resp, body, nil
 }
 
-// unanswered is a channel call's error when what it asked may have been done: the request was
-// sent and no outcome came back, or the peer said its outcome is unknown. It is
-// raftnode.ErrMaybeApplied to errors.Is.
-type unanswered struct{ err error }
+// relayedUnknown is a channel call's error when the peer said the outcome is unknown. It is
+// outcome.ErrMaybeApplied to errors.Is (and to outcome.Of); its message is the peer's, which
+// says so already. (A request sent with no answer back is outcome.MaybeApplied too.)
+type relayedUnknown struct{ err error }
 
-func (u unanswered) Error() string        { return u.err.Error() }
-func (u unanswered) Unwrap() error        { return u.err }
-func (u unanswered) Is(target error) bool { return target == raftnode.ErrMaybeApplied }
+func (u relayedUnknown) Error() string        { return u.err.Error() }
+func (u relayedUnknown) Unwrap() error        { return u.err }
+func (u relayedUnknown) Is(target error) bool { return target == outcome.ErrMaybeApplied }
 
 // CallChannel sends a membership change (Op "add" or "remove") over conn (a dialed admin
 // channel to the leader) and waits for the outcome. conn is closed when it returns.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/fsm"
 )
@@ -22,7 +23,7 @@ type Member struct {
 }
 
 // Cluster is what the membership endpoints need of a cluster-mode node. The node's wiring
-// (cmd/latch) implements it: on a follower, changes are forwarded to the leader.
+// (cluster/member) implements it: on a follower, changes are forwarded to the leader.
 type Cluster interface {
 	Members() ([]Member, error)
 	AddMember(ctx context.Context, id, addr string, voter bool) error
@@ -72,21 +73,21 @@ func writeErr(w http.ResponseWriter, code int, err error) {
 }
 
 // writeChangeErr answers a failed change (membership, restore) with the status that says
-// what the caller may do: 400 a bad request, 404 no such member, 409 another node at that
-// address, 504 (StatusOutcomeUnknown) the change may or may not have been applied (check
-// with what first: retrying could apply it twice), 503 not applied (try again).
+// what the caller may do: its outcome's (outcome.HTTPStatus: 503 not applied, try again;
+// 504, StatusOutcomeUnknown, it may or may not have been applied, so check with what first:
+// retrying could apply it twice; 400 rejected), except that a bad backup or floor is
+// rejected (400), an unknown member is 404 and another node at that address 409.
 func writeChangeErr(w http.ResponseWriter, err error, check string) {
-	code := http.StatusServiceUnavailable
+	code := outcome.HTTPStatus(err)
 	switch {
 	case fsm.IsBackupError(err) || errors.Is(err, fsm.ErrFloorRange):
-		code = http.StatusBadRequest
+		code = outcome.HTTPStatus(outcome.ErrRejected)
 	case errors.Is(err, ErrNotFound):
 		code = http.StatusNotFound
 	case errors.Is(err, ErrOtherNode):
 		code = http.StatusConflict
-	case errors.Is(err, raftnode.ErrMaybeApplied):
-		code = StatusOutcomeUnknown
-		err = fmt.Errorf("%w; the outcome is unknown: check %s before trying again", err, check)
+	case code == StatusOutcomeUnknown:
+		err = fmt.Errorf("%w; check %s before trying again", err, check)
 	}
 	writeErr(w, code, err)
 }

@@ -146,6 +146,16 @@ type Config struct {
 	OnLeader   func(*fsm.FSM)
 	OnFollower func()
 
+	// OnLeaderChange, if set, is called with the leader this node knows of whenever that
+	// changes: its ID and advertised address (as Leader returns them), or empty strings when
+	// it knows none. A follower learns a new leader from its first heartbeat (raft's leader
+	// observation); the leader itself is reported too, as soon as raft elects it (before
+	// OnLeader, which waits for the leadership to be established). Calls come from one
+	// goroutine, in order and never twice in a row with the same leader, from Open until
+	// Shutdown; the first reports the leader known at Open (often none). It must return
+	// promptly: raft's observations are read by the same goroutine.
+	OnLeaderChange func(id, addr string)
+
 	// Vouch, if set, asks other members about a Raft sender this node refuses: one that
 	// names itself id but is not in this node's (non-empty) configuration. A member that
 	// lagged behind a membership change does not know the nodes added since, and one of them

@@ -1,7 +1,7 @@
 // Package raftnode wires latch's replicated lock table (package fsm) into hashicorp/raft:
 // the stores, the transport, bootstrap and join, a batching proposer, and the leadership
-// signals the node (package cluster) builds on. Package cmd wires the two together;
-// raftnode and cluster never import each other.
+// signals the node (package cluster) builds on. Package cluster/member wires the two
+// together; raftnode and cluster never import each other.
 //
 // # What it owns
 //
@@ -16,7 +16,8 @@
 //     starts from 0 so that a node replaying the log decides as the others did.
 //   - The batching proposer: Submit and SubmitGroup (DESIGN below).
 //   - Leadership signals: OnLeader after the Barrier and the floor, OnFollower when that
-//     leadership ends; IsLeader, Leader.
+//     leadership ends, OnLeaderChange whenever the known leader changes (raft's leader
+//     observation, pushed); IsLeader, Leader.
 //   - Operations: AddVoter, AddNonvoter, RemoveServer, Servers, Status, Ready, Snapshot,
 //     Shutdown (leadership transfer first).
 //   - Who may speak Raft: the filter in front of the transport and CheckPeer (below).
@@ -36,11 +37,12 @@
 //
 // # Errors
 //
-// Every failure of a command or a membership change wraps exactly one of ErrNotApplied
-// (never appended: nothing changed, safe to retry) and ErrMaybeApplied (appended, or may
-// have been: the client must be told the outcome is unknown), next to the cause, following
-// the table in shared/notes/hashicorp-raft.md section 1 (see classify). A raft.ErrNotLeader
-// also wraps ErrNotLeader. An entry the FSM rejects as malformed (fsm.ErrBatchMalformed) was
+// Every failure of a command or a membership change carries exactly one outcome of package
+// cluster/outcome: ErrNotApplied (never appended: nothing changed, safe to retry) or
+// ErrMaybeApplied (appended, or may have been: the client must be told the outcome is
+// unknown), with the cause, following the table in shared/notes/hashicorp-raft.md section 1
+// (see classify). A command refused because this node does not lead is ErrNotLeader, which
+// is ErrNotApplied too. An entry the FSM rejects as malformed (fsm.ErrBatchMalformed) was
 // applied nowhere, so its commands get ErrNotApplied; any other error response (a halted
 // FSM, fsm.ErrHalted) is for an entry that is in the log and that upgraded replicas apply,
 // so ErrMaybeApplied.

@@ -2,31 +2,35 @@ package raftnode
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/hashicorp/raft"
+
+	oc "github.com/latchd/latch/cluster/outcome" // "outcome" names a test type here
 )
 
-// The two outcomes a failed command can have. Every error a Submit callback or a membership
-// call returns wraps exactly one of them, together with the cause (a raft error or one of the
-// reasons below), so callers branch with errors.Is and log the whole message.
+// The outcomes a failed command can have, from package outcome. Every error a Submit
+// callback or a membership call returns carries exactly one of ErrNotApplied (NotLeader
+// included) and ErrMaybeApplied, together with the cause (a raft error or one of the
+// reasons below), so callers branch with errors.Is and log the whole message, which names
+// the outcome once.
 var (
 	// ErrNotApplied: the command was never appended to the log, on any node, and never will
 	// be. Nothing changed; the caller may answer "unavailable" and the client may retry.
-	ErrNotApplied = errors.New("raftnode: not applied (the command never reached the log)")
+	ErrNotApplied = oc.ErrNotApplied
 
 	// ErrMaybeApplied: the command reached the log, or may have, and its outcome is unknown
 	// here: it may already be applied, may be applied later by another leader, or may never
 	// be. The caller must answer "indeterminate"; a retry could apply it twice.
-	ErrMaybeApplied = errors.New("raftnode: outcome unknown (the command may or may not have been applied)")
+	ErrMaybeApplied = oc.ErrMaybeApplied
+
+	// ErrNotLeader: not applied, because this node is not the leader, or has not yet
+	// established its leadership (Barrier and token floor), so it proposes nothing. Send the
+	// command to the leader. An error that is ErrNotLeader is ErrNotApplied too.
+	ErrNotLeader = oc.ErrNotLeader
 )
 
-// Reasons wrapped next to ErrNotApplied or ErrMaybeApplied.
+// Reasons wrapped in an ErrNotApplied or ErrMaybeApplied outcome.
 var (
-	// ErrNotLeader: this node is not the leader, or has not yet established its leadership
-	// (Barrier and token floor), so it proposes nothing. Send the command to the leader.
-	ErrNotLeader = errors.New("raftnode: this node is not the established leader: send the command to the leader")
-
 	// ErrShutdown: the node is shutting down or has shut down.
 	ErrShutdown = errors.New("raftnode: node is shut down")
 
@@ -75,18 +79,18 @@ func classify(err error, index uint64) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, raft.ErrNotLeader):
-		return fmt.Errorf("%w: %w: %w", ErrNotApplied, ErrNotLeader, err)
+		return oc.New(oc.NotLeader, err)
 	case errors.Is(err, raft.ErrLeadershipTransferInProgress),
 		errors.Is(err, raft.ErrEnqueueTimeout),
 		errors.Is(err, raft.ErrRaftShutdown) && index == 0:
-		return fmt.Errorf("%w: %w", ErrNotApplied, err)
+		return notApplied(err)
 	default:
-		return fmt.Errorf("%w: %w", ErrMaybeApplied, err)
+		return maybeApplied(err)
 	}
 }
 
-// notApplied wraps a reason as ErrNotApplied.
-func notApplied(reason error) error { return fmt.Errorf("%w: %w", ErrNotApplied, reason) }
+// notApplied is the outcome "not applied", because of reason.
+func notApplied(reason error) error { return oc.New(oc.NotApplied, reason) }
 
-// maybeApplied wraps a reason as ErrMaybeApplied.
-func maybeApplied(reason error) error { return fmt.Errorf("%w: %w", ErrMaybeApplied, reason) }
+// maybeApplied is the outcome "may or may not have been applied", because of reason.
+func maybeApplied(reason error) error { return oc.New(oc.MaybeApplied, reason) }

@@ -1,11 +1,13 @@
 package raftnode
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	oc "github.com/latchd/latch/cluster/outcome" // "outcome" names a test type here
 	"github.com/latchd/latch/fsm"
 )
 
@@ -209,16 +211,53 @@ func (n *Node) Leader() (id, addr string) {
 	return string(i), string(a)
 }
 
+// watchLeader reports every change of the known leader to OnLeaderChange until stop
+// closes. raft pushes a LeaderObservation whenever its leader changes (on a follower, when
+// a heartbeat names a new one; on a candidate that wins, at once; empty when it loses one).
+// The observer does not block raft: an observation that finds the channel full is dropped,
+// which loses nothing, since raft records the leader before it observes and each receive
+// reads the leader afresh.
+func (n *Node) watchLeader(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	ch := make(chan raft.Observation, 1)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(obs)
+	defer n.raft.DeregisterObserver(obs)
+	last := "\x00" // no report yet
+	report := func() {
+		id, addr := n.Leader()
+		if key := id + "\x00" + addr; key != last {
+			last = key
+			n.cfg.OnLeaderChange(id, addr)
+		}
+	}
+	report() // a leader raft found before the observer was registered
+	for {
+		select {
+		case <-ch:
+			report()
+		case <-stop:
+			return
+		}
+	}
+}
+
 // notLeaderErr is the rejection of a command on a node that does not lead.
 func (n *Node) notLeaderErr() error {
 	id, addr := n.Leader()
-	if id == "" {
-		return notApplied(fmt.Errorf("%w (no leader known)", ErrNotLeader))
+	var why error
+	switch {
+	case id == "":
+		why = errors.New("this node is not the leader, and knows no leader")
+	case id == n.cfg.ID:
+		why = errors.New("this node was elected and is establishing its leadership")
+	default:
+		why = fmt.Errorf("this node is not the leader (leader: %s at %s)", id, addr)
 	}
-	if id == n.cfg.ID {
-		return notApplied(fmt.Errorf("%w (this node was elected and is establishing its leadership)", ErrNotLeader))
-	}
-	return notApplied(fmt.Errorf("%w (leader: %s at %s)", ErrNotLeader, id, addr))
+	return oc.New(oc.NotLeader, why)
 }
 
 func stopped(stop <-chan struct{}) bool {

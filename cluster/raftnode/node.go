@@ -50,6 +50,7 @@ type Node struct {
 	confMu      sync.Mutex
 	stopMonitor chan struct{}
 	monitorDone chan struct{}
+	watchDone   chan struct{} // closed when watchLeader returned (at once without OnLeaderChange)
 
 	// Proposer (proposer.go).
 	q            queue
@@ -139,6 +140,7 @@ func Open(cfg Config) (*Node, error) {
 		notifyCh:     make(chan bool, notifyBuffer),
 		stopMonitor:  make(chan struct{}),
 		monitorDone:  make(chan struct{}),
+		watchDone:    make(chan struct{}),
 		slots:        make(chan struct{}, cfg.MaxInFlight),
 		inflight:     make(chan *entry, cfg.MaxInFlight+1),
 		rejectSig:    make(chan struct{}, 1),
@@ -213,6 +215,11 @@ func Open(cfg Config) (*Node, error) {
 	n.filter.start()
 
 	go n.monitor()
+	if cfg.OnLeaderChange != nil {
+		go n.watchLeader(n.stopMonitor, n.watchDone)
+	} else {
+		close(n.watchDone)
+	}
 	go n.propose()
 	go n.dispatch()
 	return n, nil
@@ -278,7 +285,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 
 	close(n.stopPropose)
 	close(n.stopMonitor)
-	for _, ch := range []chan struct{}{n.proposeDone, n.dispatchDone, n.monitorDone} {
+	for _, ch := range []chan struct{}{n.proposeDone, n.dispatchDone, n.monitorDone, n.watchDone} {
 		select {
 		case <-ch:
 		case <-ctx.Done():

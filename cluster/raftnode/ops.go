@@ -162,7 +162,7 @@ func (n *Node) AddVoter(id, addr string) error {
 // what the member last answered. Other errors as AddVoter.
 func (n *Node) AddVoterCaughtUp(ctx context.Context, id, addr string, poll time.Duration, lastIndex func(context.Context) (uint64, error)) error {
 	if !n.IsLeader() {
-		return fmt.Errorf("raftnode: add voter %q: %w", id, notApplied(ErrNotLeader))
+		return fmt.Errorf("raftnode: add voter %q: %w", id, n.notLeaderErr())
 	}
 	cur := n.server(id)
 	if cur != nil && cur.Suffrage == raft.Voter {

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,41 +15,16 @@ import (
 	"github.com/latchd/latch/cluster/admin"
 )
 
-// adminTarget is a node's --http as admin calls reach it: "host:port" or "http://host:port"
-// is plain HTTP, "https://host:port" is TLS.
-type adminTarget struct {
-	base string      // scheme://host:port
-	tls  *tls.Config // for https:// (nil: the system's roots, no client certificate)
-}
-
-// newAdminTarget returns the target for addr; tc is the TLS config for https://.
-func newAdminTarget(addr string, tc *tls.Config) adminTarget {
-	if rest, ok := strings.CutPrefix(addr, "https://"); ok {
-		return adminTarget{base: "https://" + rest, tls: tc}
-	}
-	return adminTarget{base: "http://" + strings.TrimPrefix(addr, "http://")}
-}
-
-// client returns the HTTP client of one admin call, and the func that closes its
-// connection. Every call has a connection of its own: --join behind a Service (or a DNS name
-// with several nodes) then reaches another node on each retry instead of sticking to the
-// one its first connection went to. Within the call the connection is kept, so that a
-// signed call asks /v1/status of the same node it then sends the call to.
-func (a adminTarget) client() (*http.Client, func()) {
-	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, MaxConnsPerHost: 1, TLSClientConfig: a.tls}
-	return &http.Client{Transport: tr}, tr.CloseIdleConnections
-}
-
 // adminTargetOf is the target of an admin verb's --http, with its TLS flags.
-func adminTargetOf(c *cli.Context) (adminTarget, error) {
+func adminTargetOf(c *cli.Context) (admin.Remote, error) {
 	if c.IsSet("secret-file") {
-		return adminTarget{}, errClientSecretForAdmin
+		return admin.Remote{}, errClientSecretForAdmin
 	}
 	tc, err := adminTLS(c)
 	if err != nil {
-		return adminTarget{}, err
+		return admin.Remote{}, err
 	}
-	return newAdminTarget(c.String("http"), tc), nil
+	return admin.NewRemote(c.String("http"), tc), nil
 }
 
 // adminTimeout bounds one admin call, forwarding to the leader included.
@@ -88,98 +59,11 @@ func adminSecret(c *cli.Context) ([]byte, error) {
 	return s[0], nil
 }
 
-// callSigned sends an admin request (signed, when secret is set) for path (and query) to a
-// and decodes a JSON answer into out, turning an {"error": ...} answer into an error.
-func callSigned(ctx context.Context, a adminTarget, method, path string, body, secret []byte, out any) error {
-	_, data, err := doSigned(ctx, a, method, path, body, secret, 1<<20)
-	if err != nil {
-		return err
-	}
-	if out != nil {
-		return json.Unmarshal(data, out)
-	}
-	return nil
-}
-
-// doSigned sends an admin request and returns the answer's headers and body (at most limit
-// bytes), turning a non-2xx answer into an error. With secret, it first asks the node's
-// /v1/status for its id and boot id, on the same connection, and signs the call for them:
-// a signature is good on that node, in that run, once.
-func doSigned(ctx context.Context, a adminTarget, method, path string, body, secret []byte, limit int64) (http.Header, []byte, error) {
-	hc, done := a.client()
-	defer done()
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, nil, err
-	}
-	if secret != nil {
-		var to admin.Target
-		if err := getJSON(ctx, hc, a.base+"/v1/status", &to); err != nil {
-			return nil, nil, fmt.Errorf("asking the node which run to sign for (GET /v1/status): %w", err)
-		}
-		if err := admin.Sign(req, secret, to, admin.Digest(body), time.Now()); err != nil {
-			return nil, nil, err
-		}
-	}
-	return do(hc, req, limit)
-}
-
-// getJSON GETs url with hc and decodes the JSON answer into out.
-func getJSON(ctx context.Context, hc *http.Client, url string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	_, data, err := do(hc, req, 1<<20)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(data, out)
-}
-
-// do sends req and returns the answer's headers and body (at most limit bytes), turning a
-// non-2xx answer into an error.
-func do(hc *http.Client, req *http.Request, limit int64) (http.Header, []byte, error) {
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
-	if err != nil {
-		return nil, nil, err
-	}
-	if resp.StatusCode/100 != 2 {
-		var e struct{ Error string }
-		msg := strings.TrimSpace(string(data))
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			msg = e.Error
-		}
-		return nil, nil, &statusError{code: resp.StatusCode, status: resp.Status, msg: msg}
-	}
-	return resp.Header, data, nil
-}
-
-// listPeers returns the members of the cluster behind a.
-func listPeers(ctx context.Context, a adminTarget) ([]admin.Member, error) {
-	var ms []admin.Member
-	err := callSigned(ctx, a, http.MethodGet, "/v1/peers", nil, nil, &ms)
-	return ms, err
-}
-
-// statusError is a non-2xx answer of an admin call.
-type statusError struct {
-	code        int
-	status, msg string
-}
-
-func (e *statusError) Error() string { return e.status + ": " + e.msg }
-
 // outcomeUnknown reports whether err is the server saying it does not know whether the
 // change was applied.
 func outcomeUnknown(err error) bool {
-	var se *statusError
-	return errors.As(err, &se) && se.code == admin.StatusOutcomeUnknown
+	var se *admin.StatusError
+	return errors.As(err, &se) && se.Code == admin.StatusOutcomeUnknown
 }
 
 func statusCommand() *cli.Command {
@@ -195,7 +79,7 @@ func statusCommand() *cli.Command {
 			ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
 			defer cancel()
 			var st map[string]json.RawMessage
-			if err := callSigned(ctx, a, http.MethodGet, "/v1/status", nil, nil, &st); err != nil {
+			if err := a.Call(ctx, http.MethodGet, "/v1/status", nil, nil, &st); err != nil {
 				return cli.Exit("latch status: "+err.Error(), exitUnavailable)
 			}
 			if c.Bool("json") {
@@ -250,7 +134,7 @@ func peersCommand() *cli.Command {
 					}
 					ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
 					defer cancel()
-					ms, err := listPeers(ctx, a)
+					ms, err := a.Members(ctx)
 					if err != nil {
 						return cli.Exit("latch peers list: "+err.Error(), exitUnavailable)
 					}
@@ -307,7 +191,7 @@ func peersChange(c *cli.Context, method, path string, req any) error {
 	ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
 	defer cancel()
 	var out map[string]string
-	if err := callSigned(ctx, a, method, path, body, secret, &out); err != nil {
+	if err := a.Call(ctx, method, path, body, secret, &out); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return cli.Exit("latch peers: no answer within "+adminTimeout.String(), exitIndeterminate)
 		}

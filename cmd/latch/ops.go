@@ -78,7 +78,7 @@ func snapshotSave(c *cli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, transferTimeout)
 	defer cancel()
-	_, data, err := doSigned(ctx, a, http.MethodGet, "/v1/snapshot", nil, secret, admin.MaxSnapshot+1)
+	_, data, err := a.Do(ctx, http.MethodGet, "/v1/snapshot", nil, secret, admin.MaxSnapshot+1)
 	if err != nil {
 		return cli.Exit("latch "+verb+": "+err.Error(), exitUnavailable)
 	}
@@ -147,7 +147,7 @@ func snapshotRestore(c *cli.Context) error {
 	ctx, cancel := context.WithTimeout(c.Context, transferTimeout)
 	defer cancel()
 	var res raftnode.Restored
-	if err := callSigned(ctx, a, http.MethodPost, "/v1/restore?token_floor="+strconv.FormatUint(floor, 10), data, secret, &res); err != nil {
+	if err := a.Call(ctx, http.MethodPost, "/v1/restore?token_floor="+strconv.FormatUint(floor, 10), data, secret, &res); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return cli.Exit("latch "+verb+": no answer within "+transferTimeout.String()+"; check latch status before retrying", exitIndeterminate)
 		}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
@@ -218,7 +219,7 @@ func TestSnapshotSaveRestoreThroughTheCLI(t *testing.T) {
 		{"token_floor=5", data, secret, "400"},
 		{"token_floor=5", []byte("not a backup"), secret, "400"},
 	} {
-		_, _, err := doSigned(ctx, newAdminTarget(dst.http[df], nil), http.MethodPost, "/v1/restore?"+c.query, c.body, c.secret, 1<<20)
+		_, _, err := admin.NewRemote(dst.http[df], nil).Do(ctx, http.MethodPost, "/v1/restore?"+c.query, c.body, c.secret, 1<<20)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("POST /v1/restore?%s: %v, want %s", c.query, err, c.want)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/member"
 	"github.com/latchd/latch/cluster/server"
 	"github.com/latchd/latch/wire"
 )
@@ -113,40 +114,36 @@ func runServer(c *cli.Context) error {
 		Logger:     log.Named("node"),
 		Metrics:    metrics,
 	}
-	var late *lateRaft
-	if mode == "cluster" {
-		late = &lateRaft{}
-		nodeCfg.Replicated = &cluster.Replicated{Propose: late, State: late}
-	}
-	node, err := cluster.NewNode(nodeCfg)
-	if err != nil {
-		return err
-	}
-	var parts *clusterParts
-	if mode == "cluster" {
-		if parts, err = startCluster(c, log, cred, tlsCfg, node, late, nodeCfg.TokenFloor); err != nil {
-			return err
-		}
-		registerRaftMetrics(metrics.Registry, parts.raft)
-	}
 	scfg := server.Config{
 		Secrets:  secrets,
 		MaxConns: c.Int("max-conns"),
 		Logger:   log.Named("server"),
 		Metrics:  metrics,
 	}
-	if parts != nil {
-		if scfg.Router, err = parts.forwarding(log, node); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	var (
+		node *cluster.Node
+		srv  *server.Server
+		mem  *member.Member
+	)
+	if mode == "cluster" {
+		mcfg, err := memberConfig(c, log, cred, tlsCfg, nodeCfg, scfg)
+		if err != nil {
 			return err
 		}
-		registerForwardMetrics(metrics.Registry, parts.link)
-	}
-	srv, err := server.New(scfg, node)
-	if err != nil {
-		return err
-	}
-	if parts != nil {
-		go parts.serveForwarded(srv)
+		if mem, err = member.Start(ctx, mcfg); err != nil {
+			return err
+		}
+		node, srv = mem.Node(), mem.Server()
+	} else {
+		if node, err = cluster.NewNode(nodeCfg); err != nil {
+			return err
+		}
+		if srv, err = server.New(scfg, node); err != nil {
+			return err
+		}
+		go node.Run()
 	}
 
 	ln, err := net.Listen("tcp", listen)
@@ -165,20 +162,20 @@ func runServer(c *cli.Context) error {
 		if node.Stats().Draining {
 			return errors.New("shutting down")
 		}
-		if parts != nil {
-			return parts.ready()
+		if mem != nil {
+			return mem.Ready()
 		}
 		return nil
 	}
 	// /v1/status names this node and its run (boot): a signed admin call is good for them
 	// only. It reveals no key names and no lock contents (docs/SECURITY.md).
 	opts := admin.Options{Pprof: c.Bool("pprof"), Status: func() any { return map[string]any{"mode": mode, "boot": boot, "node": node.Stats()} }}
-	if parts != nil {
+	if mem != nil {
 		opts.Status = func() any {
-			return map[string]any{"mode": mode, "id": parts.id, "boot": boot, "node": node.Stats(), "raft": parts.raft.Status()}
+			return map[string]any{"mode": mode, "id": mem.ID(), "boot": boot, "node": node.Stats(), "raft": mem.Raft().Status()}
 		}
-		opts.Cluster = parts.admin()
-		opts.Verifier = admin.NewVerifier(admin.Target{Node: parts.id, Boot: boot}, admin.Credentials{
+		opts.Cluster = mem.Admin()
+		opts.Verifier = admin.NewVerifier(admin.Target{Node: mem.ID(), Boot: boot}, admin.Credentials{
 			AdminSecrets: cred.admin, PeerSecrets: cred.peer, AdminCAs: tlsCfg.adminCAs, PeerCAs: tlsCfg.peerCAs}, nil)
 	}
 	httpCfg := admin.DefaultHTTPConfig() // timeouts, header size and a connection cap (issue 11)
@@ -188,9 +185,6 @@ func runServer(c *cli.Context) error {
 		hln = tls.NewListener(hln, tlsCfg.http) // inside the cap, which counts TCP connections
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	go node.Run()
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
 	go func() { served <- hs.Serve(hln) }()
@@ -206,12 +200,12 @@ func runServer(c *cli.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	serr := srv.Shutdown(sctx)
-	node.Close()
-	if parts != nil {
-		if err := parts.stop(sctx); err != nil {
-			log.Warn("raft shutdown", "error", err)
-		}
+	var serr error
+	if mem != nil {
+		serr = mem.Stop(sctx)
+	} else {
+		serr = srv.Shutdown(sctx)
+		node.Close()
 	}
 	hs.Shutdown(sctx)
 	if serr != nil {

@@ -1,4 +1,4 @@
-package main
+package member
 
 import (
 	"context"
@@ -52,7 +52,7 @@ const joinSilence = 5
 // awaitInitialMembers blocks until it can decide, and reports whether to bootstrap. While it
 // waits it serves /healthz (alive) and /readyz (not ready, saying why) on httpAddr, so that
 // a liveness probe does not restart a pod that waits for its peers.
-func awaitInitialMembers(ctx context.Context, log hclog.Logger, mux *peer.Mux, self, httpAddr string, httpTLS *tls.Config, joinAddr string, join adminTarget, initial []raftnode.Peer) (bool, error) {
+func awaitInitialMembers(ctx context.Context, log hclog.Logger, mux *peer.Mux, self, httpAddr string, httpTLS *tls.Config, joinAddr string, join admin.Remote, initial []raftnode.Peer) (bool, error) {
 	var mu sync.Mutex
 	waiting := "asking the other initial members what they hold"
 	stopHTTP, err := serveWaiting(httpAddr, httpTLS, func() string { mu.Lock(); defer mu.Unlock(); return waiting })
@@ -132,7 +132,7 @@ func awaitInitialMembers(ctx context.Context, log hclog.Logger, mux *peer.Mux, s
 }
 
 // joinHistory asks the node behind join (an --http address) for its last raft index.
-func joinHistory(ctx context.Context, join adminTarget) (uint64, error) {
+func joinHistory(ctx context.Context, join admin.Remote) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	var st struct {
@@ -140,7 +140,7 @@ func joinHistory(ctx context.Context, join adminTarget) (uint64, error) {
 			LastLogIndex uint64 `json:"last_log_index"`
 		} `json:"raft"`
 	}
-	if err := callSigned(ctx, join, http.MethodGet, "/v1/status", nil, nil, &st); err != nil {
+	if err := join.Call(ctx, http.MethodGet, "/v1/status", nil, nil, &st); err != nil {
 		return 0, err
 	}
 	if st.Raft == nil {

@@ -1,0 +1,135 @@
+package member
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/forward"
+	"github.com/latchd/latch/cluster/peer"
+	"github.com/latchd/latch/cluster/raftnode"
+	"github.com/latchd/latch/cluster/server"
+)
+
+// Config configures a Member. Build one with DefaultConfig, set Raft.ID, Raft.DataDir and
+// Listen, and the credentials; Start calls Validate. The sub-configs are the packages' own;
+// Start fills in what wires them together (noted on each field), so leave those unset.
+type Config struct {
+	// Node configures the lock node: limits, token floor, logger, metrics. Start sets
+	// Replicated. Metrics nil: Start makes a set (Member.Metrics returns it).
+	Node cluster.Config
+
+	// Raft configures the raft node. Set ID (--id), DataDir (--data-dir), and Advertise
+	// (--advertise; empty: this node's address in InitialCluster, else Listen). Bootstrap
+	// (--bootstrap) makes a one-node cluster; InitialCluster (--initial-cluster) is the
+	// list every initial member starts with: Start passes it on to raft only when it has
+	// decided to bootstrap (bootstrap.go). Start sets Stream, TokenFloor (Node.TokenFloor),
+	// Logger, Vouch, OnLeader and OnFollower.
+	Raft raftnode.Config
+
+	// Peer configures the peer port: set Secrets (--peer-secret-file) and TLS and ClientTLS
+	// (mutual TLS between peers). Start sets ID, Advertise and Logger.
+	Peer peer.Config
+
+	// Forward configures the follower's link to the leader. Start sets Dial, Now and Logger.
+	Forward forward.Config
+
+	// Server configures the client-protocol server whose sessions the forwarded connections
+	// join: set Secrets, MaxConns, Logger, Metrics. Start sets Router.
+	Server server.Config
+
+	// Listen is the peer port's address (--raft-addr): Raft, forwarding and the admin
+	// channel. Required.
+	Listen string
+
+	// Join is the --http of any member (--join): the cluster is asked to add this node.
+	// JoinTLS is the TLS config for an https:// Join.
+	Join    string
+	JoinTLS *tls.Config
+
+	// HTTP (--http) and HTTPTLS are where a node that waits for the other initial members
+	// before it bootstraps answers /healthz and /readyz meanwhile.
+	HTTP    string
+	HTTPTLS *tls.Config
+
+	// AcceptLegacyPeers admits Raft connections from peers of an older latch that state no
+	// identity (--accept-legacy-peers).
+	AcceptLegacyPeers bool
+
+	// Insecure allows a non-loopback peer port that nothing authenticates (--insecure).
+	Insecure bool
+
+	// Logger is the base logger; parts log to named sub-loggers. Nil: no logging.
+	Logger hclog.Logger
+}
+
+// DefaultConfig returns each part's defaults.
+func DefaultConfig() Config {
+	return Config{
+		Node:    cluster.DefaultConfig(),
+		Raft:    raftnode.DefaultConfig(),
+		Peer:    peer.DefaultConfig(),
+		Forward: forward.DefaultConfig(),
+		Server:  server.Config{MaxConns: server.DefaultMaxConns},
+	}
+}
+
+// Validate reports the first setting that cannot work, naming the flag to change.
+func (c Config) Validate() error {
+	r := c.Raft
+	if r.ID == "" || r.DataDir == "" {
+		return errors.New("cluster mode needs --id and --data-dir")
+	}
+	if r.Bootstrap && (len(r.InitialCluster) > 0 || c.Join != "") {
+		return errors.New("--bootstrap excludes --initial-cluster and --join: use --initial-cluster on every initial node, --join on nodes added later")
+	}
+	self := c.self()
+	if len(r.InitialCluster) > 0 && self < 0 && c.Join == "" {
+		return fmt.Errorf("--id %q is not in --initial-cluster: list it there, or give --join ADDR (any member's --http) so the cluster adds it", r.ID)
+	}
+	if err := server.CheckListen(c.Listen, c.Peer.Authenticated(), c.Insecure); errors.Is(err, server.ErrInsecureListen) {
+		return fmt.Errorf("--raft-addr %s: refusing a non-loopback peer port that nothing authenticates: anyone who can reach it "+
+			"could speak Raft to this node; pass --peer-secret-file FILE or mutual TLS between peers (--tls-cert, --tls-key, --tls-ca), "+
+			"or --insecure if the network is trusted", c.Listen)
+	} else if err != nil {
+		return fmt.Errorf("--raft-addr: %w", err)
+	}
+	if c.Join != "" && len(c.Peer.Secrets) == 0 && c.Peer.TLS != nil && !strings.HasPrefix(c.Join, "https://") {
+		return fmt.Errorf("--join %s: a node proves its own join with its first --peer-secret-file line, or with its certificate "+
+			"over an https:// --join (the cluster's --http-tls): give --peer-secret-file, or join through https://", c.Join)
+	}
+	if self >= 0 && r.Advertise != "" && r.Advertise != r.InitialCluster[self].Addr {
+		return fmt.Errorf("--initial-cluster gives %q the address %q but --advertise is %q: use the same address in both", r.ID, r.InitialCluster[self].Addr, r.Advertise)
+	}
+	return nil
+}
+
+// self is this node's index in the initial cluster, or -1.
+func (c Config) self() int {
+	return slices.IndexFunc(c.Raft.InitialCluster, func(p raftnode.Peer) bool { return p.ID == c.Raft.ID })
+}
+
+// advertise is the peer address other nodes dial: --advertise, else this node's entry in
+// --initial-cluster, else --raft-addr.
+func (c Config) advertise() string {
+	switch i := c.self(); {
+	case c.Raft.Advertise != "":
+		return c.Raft.Advertise
+	case i >= 0:
+		return c.Raft.InitialCluster[i].Addr
+	}
+	return c.Listen
+}
+
+// logger returns c.Logger, or one that drops everything.
+func (c Config) logger() hclog.Logger {
+	if c.Logger == nil {
+		return hclog.NewNullLogger()
+	}
+	return c.Logger
+}

@@ -1,0 +1,64 @@
+package member
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/latchd/latch/cluster/raftnode"
+)
+
+// Each rule of Validate refuses what cannot work and names the flag to change; a complete
+// config passes.
+func TestValidateNamesTheFlag(t *testing.T) {
+	base := func() Config {
+		c := DefaultConfig()
+		c.Raft.ID, c.Raft.DataDir, c.Listen = "a", t.TempDir(), "127.0.0.1:7401"
+		return c
+	}
+	initial := []raftnode.Peer{{ID: "a", Addr: "127.0.0.1:7401"}, {ID: "b", Addr: "127.0.0.1:7411"}}
+	for _, c := range []struct {
+		name string
+		mut  func(*Config)
+		want string // "" passes
+	}{
+		{"complete", func(*Config) {}, ""},
+		{"initial cluster", func(c *Config) { c.Raft.InitialCluster = initial }, ""},
+		{"no id", func(c *Config) { c.Raft.ID = "" }, "--id and --data-dir"},
+		{"no data dir", func(c *Config) { c.Raft.DataDir = "" }, "--id and --data-dir"},
+		{"bootstrap and initial", func(c *Config) { c.Raft.Bootstrap, c.Raft.InitialCluster = true, initial }, "--bootstrap excludes"},
+		{"bootstrap and join", func(c *Config) { c.Raft.Bootstrap, c.Join = true, "127.0.0.1:7402" }, "--bootstrap excludes"},
+		{"not listed", func(c *Config) { c.Raft.ID, c.Raft.InitialCluster = "z", initial }, `--id "z" is not in --initial-cluster`},
+		{"not listed, joins", func(c *Config) { c.Raft.ID, c.Raft.InitialCluster, c.Join = "z", initial, "127.0.0.1:7402" }, ""},
+		{"open peer port", func(c *Config) { c.Listen = "0.0.0.0:7401" }, "--raft-addr 0.0.0.0:7401"},
+		{"open peer port, insecure", func(c *Config) { c.Listen, c.Insecure = "0.0.0.0:7401", true }, ""},
+		{"advertise differs", func(c *Config) { c.Raft.InitialCluster, c.Raft.Advertise = initial, "127.0.0.1:9999" }, "--advertise is"},
+	} {
+		cfg := base()
+		c.mut(&cfg)
+		err := cfg.Validate()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
+
+// The advertised address: --advertise, else this node's --initial-cluster entry, else
+// --raft-addr.
+func TestAdvertise(t *testing.T) {
+	c := DefaultConfig()
+	c.Raft.ID, c.Listen = "a", "127.0.0.1:7401"
+	if got := c.advertise(); got != c.Listen {
+		t.Errorf("no --advertise, no list: %q", got)
+	}
+	c.Raft.InitialCluster = []raftnode.Peer{{ID: "a", Addr: "a.latch:7401"}}
+	if got := c.advertise(); got != "a.latch:7401" {
+		t.Errorf("listed: %q", got)
+	}
+	c.Raft.Advertise = "a.latch:7401"
+	if got := c.advertise(); got != "a.latch:7401" {
+		t.Errorf("--advertise: %q", got)
+	}
+}

@@ -1,0 +1,24 @@
+// Package member is a cluster-mode member: it composes the lock node (package cluster),
+// the raft node (cluster/raftnode), the peer port (cluster/peer), the follower's forwarding
+// link (cluster/forward), the client-protocol server (cluster/server) and the membership
+// side of the admin API (cluster/admin) into one thing that Start starts and Stop stops.
+//
+// What it owns:
+//   - the raft adapter: raftnode as the lock node's Proposer and StateReader (raft.go), with
+//     raftnode's outcomes handed on as the node's;
+//   - leadership fan-out: raft's leadership reaches the node, the router (sessions decide
+//     locally or forward) and the forwarding link (raft.go);
+//   - readiness (Member.Ready) and the Router;
+//   - the admin.Cluster implementation, forwarding changes, backups and restores to the
+//     leader over the peer port's admin channel (admin.go);
+//   - the bootstrap decision for --initial-cluster (bootstrap.go), the join state machine
+//     for --join (join.go), Raft admission, vouching and the vote quarantine (peers.go);
+//   - the order of start and stop: the client sessions drain before raft shuts down, and
+//     raft before the peer port closes.
+//
+// What it must never do: parse flags or read files (cmd/latch turns flags, environment,
+// secret and TLS files into a Config), handle signals or choose exit codes, decide a lock
+// request (package cluster does), or let cluster and raftnode import each other (this
+// package is where the two meet). Its errors name the CLI flags a user sets, since that is
+// where they surface.
+package member

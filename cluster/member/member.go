@@ -1,0 +1,246 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/forward"
+	"github.com/latchd/latch/cluster/peer"
+	"github.com/latchd/latch/cluster/raftnode"
+	"github.com/latchd/latch/cluster/server"
+)
+
+// Member is a running cluster-mode member: the lock node, its raft node, the peer port,
+// the forwarding link to the leader and the client-protocol server. Serve client
+// connections with Server().Serve; Stop ends it all.
+type Member struct {
+	cfg      Config
+	log      hclog.Logger
+	node     *cluster.Node
+	srv      *server.Server
+	mux      *peer.Mux
+	link     *forward.Link
+	adapter  *raftAdapter
+	rp       atomic.Pointer[raftnode.Node] // nil until raft is open
+	raft     *raftnode.Node
+	id, adv  string
+	stopJoin context.CancelFunc
+}
+
+// Start starts a member: it opens the peer port, decides whether to bootstrap (asking the
+// other initial members; ctx bounds that wait), opens raft and starts forwarding and the
+// join loop. The node's Run loop runs from here on; the client listener is the caller's.
+func Start(ctx context.Context, cfg Config) (*Member, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Member{cfg: cfg, log: cfg.logger(), id: cfg.Raft.ID, adv: cfg.advertise()}
+	dir := filepath.Clean(cfg.Raft.DataDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	hasState, err := raftnode.HasState(dir)
+	if err != nil {
+		return nil, err
+	}
+	if m.cfg.Node.Metrics == nil {
+		m.cfg.Node.Metrics = cluster.NewMetrics()
+	}
+	adapter := &raftAdapter{}
+	m.adapter = adapter
+	m.cfg.Node.Replicated = &cluster.Replicated{Propose: adapter, State: adapter}
+	if m.node, err = cluster.NewNode(m.cfg.Node); err != nil {
+		return nil, err
+	}
+	stream, err := m.listen(hasState)
+	if err != nil {
+		return nil, err
+	}
+	bootstrap := false
+	if !hasState && cfg.self() >= 0 {
+		join := admin.NewRemote(cfg.Join, cfg.JoinTLS)
+		bootstrap, err = awaitInitialMembers(ctx, m.log.Named("bootstrap"), m.mux, m.id, cfg.HTTP, cfg.HTTPTLS, cfg.Join, join, cfg.Raft.InitialCluster)
+		if err != nil {
+			stream.Close()
+			m.mux.Close()
+			return nil, fmt.Errorf("deciding whether to bootstrap: %w", err)
+		}
+	}
+	if err := m.forwarding(); err != nil {
+		stream.Close()
+		m.mux.Close()
+		return nil, err
+	}
+	if err := m.openRaft(stream, dir, adapter, bootstrap, hasState); err != nil {
+		m.link.Close()
+		stream.Close()
+		m.mux.Close()
+		return nil, err
+	}
+	registerRaftMetrics(m.cfg.Node.Metrics.Registry, m.raft)
+	go m.serveForwarded()
+	go m.node.Run()
+	if cfg.Join != "" && !bootstrap {
+		m.startJoin()
+	}
+	return m, nil
+}
+
+// listen opens the peer port and its Raft stream layer, admits Raft peers by the raft
+// configuration and serves the admin channel.
+func (m *Member) listen(hasState bool) (*peer.StreamLayer, error) {
+	pcfg := m.cfg.Peer
+	// Peer.Secrets are the peer secrets only: the client secret opens none of the peer port.
+	pcfg.Logger, pcfg.ID, pcfg.Advertise = m.log.Named("peer"), m.id, m.adv
+	mux, err := peer.Listen(m.cfg.Listen, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("--raft-addr: %w", err)
+	}
+	stream, err := peer.NewStreamLayer(mux, advertised(m.adv))
+	if err != nil {
+		mux.Close()
+		return nil, fmt.Errorf("--advertise: %w", err)
+	}
+	m.mux = mux
+	stream.SetAdmission(raftAdmission(&m.rp, m.cfg.AcceptLegacyPeers))
+	go admin.ServeChannel(mux.Listener(peer.ChannelAdmin), membership{rp: &m.rp, mux: mux, id: m.id, starting: !hasState}, m.log.Named("admin"))
+	return stream, nil
+}
+
+// openRaft opens the raft node, bootstrapping it with the initial cluster if so decided.
+func (m *Member) openRaft(stream *peer.StreamLayer, dir string, adapter *raftAdapter, bootstrap, hasState bool) error {
+	rcfg := m.cfg.Raft
+	rcfg.DataDir, rcfg.Advertise, rcfg.Stream = dir, m.adv, stream
+	rcfg.TokenFloor, rcfg.Logger = m.cfg.Node.TokenFloor, m.log
+	rcfg.InitialCluster = nil
+	if bootstrap {
+		rcfg.InitialCluster = m.cfg.Raft.InitialCluster
+	}
+	if !hasState && !bootstrap && !rcfg.Bootstrap {
+		voteQuarantine(m.log, rcfg.ElectionTimeout)
+	}
+	rcfg.Vouch = vouch(m.mux)
+	rcfg.OnLeader, rcfg.OnFollower, rcfg.OnLeaderChange = m.lead, m.follow, m.leaderAt
+	r, err := raftnode.Open(rcfg)
+	if err != nil {
+		return err
+	}
+	m.raft = r
+	m.rp.Store(r)
+	adapter.r.Store(r)
+	adapter.fsm.Store(r.FSM())
+	return nil
+}
+
+// forwarding builds the follower side (a link to the leader's forward channel, pointed at
+// raft's leader by leaderAt) and the client-protocol server that routes through it; the
+// leader side (serveForwarded) serves forwarded connections as sessions of that server.
+func (m *Member) forwarding() error {
+	fcfg := m.cfg.Forward
+	fcfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
+		return m.mux.Dial(ctx, addr, peer.ChannelForward)
+	}
+	fcfg.Now, fcfg.Logger = m.node.Now, m.log.Named("forward")
+	link, err := forward.NewLink(fcfg)
+	if err != nil {
+		return err
+	}
+	m.link = link
+	registerForwardMetrics(m.cfg.Node.Metrics.Registry, link)
+	scfg := m.cfg.Server
+	scfg.Router = router{node: m.node, link: link}
+	if m.srv, err = server.New(scfg, m.node); err != nil {
+		link.Close()
+		return err
+	}
+	return nil
+}
+
+// serveForwarded runs every connection of the peer port's forward channel as a session of
+// the server (no handshake: the peer port authenticated it).
+func (m *Member) serveForwarded() {
+	ln := m.mux.Listener(peer.ChannelForward)
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		if m.srv.ServePeer(nc) != nil {
+			return
+		}
+	}
+}
+
+// startJoin starts the join loop. A node signs its own join with its peer secret (or proves
+// it with its certificate over an https:// --join): the cluster lets a peer add or promote
+// only itself.
+func (m *Member) startJoin() {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.stopJoin = cancel
+	var secret []byte
+	if len(m.cfg.Peer.Secrets) > 0 {
+		secret = m.cfg.Peer.Secrets[0]
+	}
+	target := admin.NewRemote(m.cfg.Join, m.cfg.JoinTLS)
+	go join(ctx, m.log.Named("join"), m.raft, m.cfg.Join, target, m.id, m.adv, secret)
+}
+
+// Ready is nil when this member can serve clients: raft is ready and, on a follower, the
+// forwarding link knows the leader.
+func (m *Member) Ready() error {
+	if err := m.raft.Ready(); err != nil {
+		return err
+	}
+	if !m.node.Leading() && m.link.Stats().Leader == "" {
+		return errors.New("forwarding does not know the leader yet")
+	}
+	return nil
+}
+
+// Node is the member's lock node.
+func (m *Member) Node() *cluster.Node { return m.node }
+
+// Server is the client-protocol server: serve the client listener with it.
+func (m *Member) Server() *server.Server { return m.srv }
+
+// Raft is the member's raft node.
+func (m *Member) Raft() *raftnode.Node { return m.raft }
+
+// ID is this member's --id.
+func (m *Member) ID() string { return m.id }
+
+// Metrics is the set the node, raft and forwarding report to.
+func (m *Member) Metrics() *cluster.Metrics { return m.cfg.Node.Metrics }
+
+// Admin is the membership and backup side of the admin HTTP API: a follower forwards it
+// to the leader.
+func (m *Member) Admin() admin.Cluster {
+	return membership{rp: &m.rp, mux: m.mux, id: m.id, forward: true}
+}
+
+// Stop ends the member in order: the client sessions drain (bounded by ctx), the node
+// closes, the join loop and forwarding stop, raft shuts down (transferring leadership if
+// this member leads) and the peer port closes. It returns the sessions' shutdown error;
+// a raft shutdown error is logged.
+func (m *Member) Stop(ctx context.Context) error {
+	serr := m.srv.Shutdown(ctx)
+	m.node.Close()
+	if m.stopJoin != nil {
+		m.stopJoin()
+	}
+	m.link.Close()
+	if err := m.raft.Shutdown(ctx); err != nil {
+		m.log.Warn("raft shutdown", "error", err)
+	}
+	m.mux.Close()
+	return serr
+}
