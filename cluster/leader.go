@@ -28,6 +28,7 @@ func (n *Node) Lead() {
 		})
 	})
 	n.leading = true
+	n.leads.Store(true)
 	n.log.Info("leading: lock view rebuilt, every lease restarted in full", "keys", n.view.len(), "last_token", uint64(n.last))
 }
 
@@ -41,6 +42,7 @@ func (n *Node) Follow() {
 		return
 	}
 	n.leading = false
+	n.leads.Store(false)
 	n.epoch++
 	n.failWaiters(wire.ReasonUnavailable)
 	n.view.reset()

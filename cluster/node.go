@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -35,13 +36,14 @@ type Conn struct {
 // order; the node only decides while it leads. See DESIGN.md.
 type Node struct {
 	mu       sync.Mutex
-	ap       applier   // how transitions reach the table (applier.go)
-	leading  bool      // single mode: from the start
-	epoch    uint64    // bumped at every leadership change; stale results leave the view alone
-	last     fsm.Token // last token issued, as far as the node has seen
-	view     view      // what the deciding node knows of its keys (view.go)
-	pending  int       // acquires received and not answered (waiters included)
-	waiters  int       // live waiters over all keys
+	ap       applier     // how transitions reach the table (applier.go)
+	leading  bool        // single mode: from the start
+	leads    atomic.Bool // leading, for Leading without the mutex (sessions ask per frame)
+	epoch    uint64      // bumped at every leadership change; stale results leave the view alone
+	last     fsm.Token   // last token issued, as far as the node has seen
+	view     view        // what the deciding node knows of its keys (view.go)
+	pending  int         // acquires received and not answered (waiters included)
+	waiters  int         // live waiters over all keys
 	gates    [3]Gate
 	draining bool
 
@@ -94,6 +96,7 @@ func NewNode(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		n.ap, n.leading, n.last = &localApplier{n: n, table: table}, true, table.LastToken()
+		n.leads.Store(true)
 	}
 	n.view.reset()
 	n.registerGauges()
@@ -128,11 +131,7 @@ func (n *Node) Detach(c *Conn) {
 }
 
 // Leading reports whether the node decides requests now (single mode: always).
-func (n *Node) Leading() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.leading
-}
+func (n *Node) Leading() bool { return n.leads.Load() }
 
 func (n *Node) busy(c *Conn, owner uint64, gate prometheus.Counter) {
 	gate.Inc()
