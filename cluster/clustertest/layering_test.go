@@ -39,7 +39,7 @@ var layers = []layer{
 }
 
 // testOnly are imported by _test.go files only.
-var testOnly = []string{"cluster/clustertest", "cluster/servertest", "cluster/raftnode/raftnodetest"}
+var testOnly = []string{"cluster/clustertest", "cluster/servertest", "cluster/rafttest"}
 
 type listed struct {
 	ImportPath string
