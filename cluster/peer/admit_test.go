@@ -2,15 +2,13 @@ package peer
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"os"
-	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 // Who enters the handshake table and who makes room, as a pure structure: no sockets.
@@ -216,7 +214,7 @@ func TestSilentFloodFromOwnSourceLetsMembersIn(t *testing.T) {
 	fl.stop()
 	st := m.Stats()
 	t.Logf("%d member connects in %v (slowest %v, %d dials lost to the flood) while the flood made %d dials; stats %+v; %s",
-		connects, elapsed, worst, lost, fl.dials.Load(), st, memReport())
+		connects, elapsed, worst, lost, fl.dials.Load(), st, clustertest.MemReport())
 	if st.Evicted == 0 {
 		t.Fatalf("stats %+v: the flood never filled the table, so the test showed nothing", st)
 	}
@@ -315,27 +313,4 @@ func spokenCount(m *Mux) int {
 		}
 	}
 	return n
-}
-
-// memReport is the test process's peak RSS and Go memory: the listener runs in this process, and so
-// does the flood.
-func memReport() string {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return fmt.Sprintf("process peak RSS %s, Go heap in use %d MiB, Go sys %d MiB, goroutines %d",
-		vmHWM(), ms.HeapInuse>>20, ms.Sys>>20, runtime.NumGoroutine())
-}
-
-// vmHWM is the VmHWM line of /proc/self/status (Linux), or "unknown".
-func vmHWM() string {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return "unknown"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown"
 }

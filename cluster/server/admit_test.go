@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchd/latch/client"
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
@@ -79,7 +77,7 @@ func TestSilentFloodLeavesRoomForClients(t *testing.T) {
 	fl.stop()
 	refused := counter(t, ts, "latch_connections_refused_total")
 	t.Logf("%d clients acquired and released (slowest %v); %d of %d raw connects answered at the first attempt; the flood made %d dials (%v refused or evicted); %s",
-		clients, worst.Round(time.Microsecond), firstTry, clients, dials, refused, memReport())
+		clients, worst.Round(time.Microsecond), firstTry, clients, dials, refused, clustertest.MemReport())
 	if refused == 0 {
 		t.Fatal("nothing was refused or evicted: the flood never reached the limit, so the test showed nothing")
 	}
@@ -180,20 +178,4 @@ func holdSilent(t *testing.T, addr string, n int, budget int64) *silentFlood {
 func (f *silentFlood) stop() {
 	f.cancel()
 	f.wg.Wait()
-}
-
-// memReport is the test process's peak RSS (the server runs in it, and so does the flood)
-// and its Go memory.
-func memReport() string {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	hwm := "unknown"
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				hwm = strings.TrimSpace(v)
-			}
-		}
-	}
-	return fmt.Sprintf("process peak RSS %s, Go heap in use %d MiB, Go sys %d MiB", hwm, ms.HeapInuse>>20, ms.Sys>>20)
 }

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/latchd/latch/deploy/manifests"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 const (
@@ -79,25 +81,8 @@ type statefulSet struct {
 type pod struct {
 	i    int
 	cmd  *exec.Cmd
-	log  *lockedBuffer
+	log  *clustertest.Buffer
 	done chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 var voterLine = regexp.MustCompile(`(?m)\svoter$`)
@@ -155,7 +140,7 @@ func (s *statefulSet) start(pods ...int) {
 	s.t.Helper()
 	for _, i := range pods {
 		cmd := exec.Command(latchBin, s.podArgs(i)...)
-		p := &pod{i: i, cmd: cmd, log: &lockedBuffer{}, done: make(chan struct{})}
+		p := &pod{i: i, cmd: cmd, log: &clustertest.Buffer{}, done: make(chan struct{})}
 		cmd.Stdout, cmd.Stderr = p.log, p.log
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
