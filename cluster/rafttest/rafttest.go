@@ -21,6 +21,7 @@ import (
 type Net struct {
 	mu   sync.Mutex
 	trs  map[raft.ServerAddress]*raft.InmemTransport
+	down map[raft.ServerAddress]bool
 	next int
 }
 
@@ -30,7 +31,7 @@ func (n *Net) Transport(addr raft.ServerAddress) *raft.InmemTransport {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.trs == nil {
-		n.trs = map[raft.ServerAddress]*raft.InmemTransport{}
+		n.trs, n.down = map[raft.ServerAddress]*raft.InmemTransport{}, map[raft.ServerAddress]bool{}
 	}
 	if addr == "" {
 		n.next++
@@ -38,20 +39,26 @@ func (n *Net) Transport(addr raft.ServerAddress) *raft.InmemTransport {
 	}
 	_, tr := raft.NewInmemTransport(addr)
 	for a, other := range n.trs {
-		if a != addr {
+		if a != addr && !n.down[a] {
 			tr.Connect(a, other)
 			other.Connect(addr, tr)
 		}
 	}
 	n.trs[addr] = tr
+	delete(n.down, addr)
 	return tr
 }
 
 // Down disconnects every other transport from addr, as if its process had stopped: their
-// RPCs to it fail at once, as a refused TCP connection does, rather than time out.
+// RPCs to it fail at once, as a refused TCP connection does, rather than time out. Transports
+// made later do not reach it either, until a Transport at addr brings it back.
 func (n *Net) Down(addr raft.ServerAddress) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.down == nil {
+		n.down = map[raft.ServerAddress]bool{}
+	}
+	n.down[addr] = true
 	for a, other := range n.trs {
 		if a != addr {
 			other.Disconnect(addr)
