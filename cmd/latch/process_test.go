@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,20 +27,14 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(floodEnv); spec != "" { // this process is a flood (flood_test.go)
 		os.Exit(floodMain(spec))
 	}
-	dir, err := os.MkdirTemp("", "latch-bin-")
+	bin, remove, err := clustertest.BuildLatch("-ldflags", "-X main.version="+testVersion)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	latchBin = filepath.Join(dir, "latch")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version="+testVersion, "-o", latchBin, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building latch:", err)
-		os.Exit(1)
-	}
+	latchBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 

@@ -41,20 +41,14 @@ func podIP(i int) string { return fmt.Sprintf("127.0.0.%d", 20+i) }
 var latchBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "latch-pods-")
+	bin, remove, err := clustertest.BuildLatch()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	latchBin = filepath.Join(dir, "latch")
-	build := exec.Command("go", "-C", "../..", "build", "-o", latchBin, "./cmd/latch")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building latch:", err)
-		os.Exit(1)
-	}
+	latchBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 
