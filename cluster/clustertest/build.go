@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 )
 
 // BuildLatch builds this repository's latch binary (./cmd/latch of module
@@ -32,4 +33,18 @@ func BuildLatch(flags ...string) (bin string, remove func(), err error) {
 		return "", nil, fmt.Errorf("building latch: %w", err)
 	}
 	return bin, remove, nil
+}
+
+// RunWithLatch is the body of a process test package's TestMain: it builds latch
+// (BuildLatch with flags), sets *bin to its path, runs the tests and removes the binary, and
+// returns the exit code for os.Exit.
+func RunWithLatch(m *testing.M, bin *string, flags ...string) int {
+	path, remove, err := BuildLatch(flags...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer remove()
+	*bin = path
+	return m.Run()
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -27,15 +26,7 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(floodEnv); spec != "" { // this process is a flood (flood_test.go)
 		os.Exit(floodMain(spec))
 	}
-	bin, remove, err := clustertest.BuildLatch("-ldflags", "-X main.version="+testVersion)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	latchBin = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
+	os.Exit(clustertest.RunWithLatch(m, &latchBin, "-ldflags", "-X main.version="+testVersion))
 }
 
 // proc is a running latch server process.

@@ -41,15 +41,7 @@ func podIP(i int) string { return fmt.Sprintf("127.0.0.%d", 20+i) }
 var latchBin string
 
 func TestMain(m *testing.M) {
-	bin, remove, err := clustertest.BuildLatch()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	latchBin = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
+	os.Exit(clustertest.RunWithLatch(m, &latchBin))
 }
 
 // statefulSet is the set of pods of one test: their volumes, secret and Services.
