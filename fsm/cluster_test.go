@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/rafttest"
 )
 
@@ -124,15 +125,10 @@ func newTestCluster(t *testing.T, n int) []*testNode {
 	return nodes
 }
 
+// waitFor polls cond until it holds, failing the test after clusterWait.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(clusterWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", clusterWait, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	clustertest.Eventually(t, clusterWait, what, cond)
 }
 
 func leaderOf(t *testing.T, nodes []*testNode) *testNode {
