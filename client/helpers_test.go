@@ -8,10 +8,8 @@ package client
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/server"
+	"github.com/latchd/latch/cluster/servertest"
 )
 
 func TestMain(m *testing.M) {
@@ -107,31 +106,7 @@ type realServer struct {
 // startRealB starts a default real server for a benchmark and returns its address.
 func startRealB(b *testing.B) string {
 	b.Helper()
-	node, err := cluster.NewNode(cluster.DefaultConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	ran := make(chan struct{})
-	go func() { node.Run(); close(ran) }()
-	srv, err := server.New(server.Config{}, node)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), bound)
-		defer cancel()
-		srv.Shutdown(ctx)
-		node.Close()
-		<-served
-		<-ran
-	})
-	return ln.Addr().String()
+	return servertest.Start(b, cluster.DefaultConfig(), server.Config{}).Addr
 }
 
 // startReal starts a real server; edit adjusts the node's config. It stops at cleanup.
@@ -141,44 +116,8 @@ func startReal(t *testing.T, edit func(*cluster.Config), secrets ...[]byte) *rea
 	if edit != nil {
 		edit(&cfg)
 	}
-	node, err := cluster.NewNode(cfg)
-	if err != nil {
-		t.Fatalf("NewNode: %v", err)
-	}
-	ran := make(chan struct{})
-	go func() { node.Run(); close(ran) }()
-	srv, err := server.New(server.Config{Secrets: secrets}, node)
-	if err != nil {
-		node.Close()
-		<-ran
-		t.Fatalf("server.New: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		node.Close()
-		<-ran
-		t.Fatalf("listen: %v", err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	rs := &realServer{addr: ln.Addr().String(), node: node, srv: srv}
-	var once sync.Once
-	rs.stop = func() {
-		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), bound)
-			defer cancel()
-			if err := srv.Shutdown(ctx); err != nil {
-				t.Errorf("Shutdown: %v", err)
-			}
-			node.Close()
-			if err := <-served; !errors.Is(err, server.ErrServerClosed) {
-				t.Errorf("Serve returned %v", err)
-			}
-			<-ran
-		})
-	}
-	t.Cleanup(rs.stop)
-	return rs
+	s := servertest.Start(t, cfg, server.Config{Secrets: secrets})
+	return &realServer{addr: s.Addr, node: s.Node, srv: s.Srv, stop: s.Stop}
 }
 
 // waiters polls until the node has n waiters.

@@ -3,11 +3,19 @@ module github.com/latchd/latch/deploy
 go 1.26.0
 
 require (
+	github.com/latchd/latch v0.0.0-00010101000000-000000000000
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
 	sigs.k8s.io/kustomize/api v0.21.2
 	sigs.k8s.io/kustomize/kyaml v0.21.2
+)
+
+require (
+	github.com/fatih/color v1.13.0 // indirect
+	github.com/hashicorp/go-hclog v1.6.3 // indirect
+	github.com/mattn/go-colorable v0.1.12 // indirect
+	github.com/mattn/go-isatty v0.0.14 // indirect
 )
 
 require (
@@ -51,3 +59,8 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+// The deploy module tests latch as built from this repository, and shares its test helpers
+// (cluster/clustertest); latch itself never requires this module, so the Kubernetes
+// libraries stay out of its build.
+replace github.com/latchd/latch => ../

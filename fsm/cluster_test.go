@@ -11,24 +11,26 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
+
+	"github.com/latchd/latch/cluster/clustertest"
+	"github.com/latchd/latch/cluster/rafttest"
 )
 
-// The in-process raft cluster below is built by hand from raft's in-memory
-// pieces instead of raft.MakeClusterCustom: that helper needs a *testing.T,
-// replaces Config.Logger with its own t.Log logger, and keeps its stores in
-// os.MkdirTemp directories. Here raft logs go to hclog.NewNullLogger(), the
-// stores are in memory, and every node can be restarted on its own stores.
+// The in-process raft cluster below runs raw raft (not raftnode) with the FSM, on
+// rafttest's in-memory network and real stores in t.TempDir, instead of
+// raft.MakeClusterCustom: that helper needs a *testing.T, replaces Config.Logger with its own
+// t.Log logger, and keeps its stores in os.MkdirTemp directories. Here raft logs go to
+// hclog.NewNullLogger(), and every node can be restarted on its own stores.
 
 const clusterWait = 5 * time.Second // bound on every wait; the test takes well under a second
 
 type testNode struct {
-	id    raft.ServerID
-	addr  raft.ServerAddress
-	trans *raft.InmemTransport
-	store *raft.InmemStore
-	snaps *raft.InmemSnapshotStore
-	fsm   *FSM
-	r     *raft.Raft
+	id     raft.ServerID
+	addr   raft.ServerAddress
+	net    *rafttest.Net
+	stores *rafttest.Stores
+	fsm    *FSM
+	r      *raft.Raft
 
 	restores atomic.Int32 // successful Restore calls on this node's FSMs
 }
@@ -67,18 +69,12 @@ func testRaftConfig(id raft.ServerID) *raft.Config {
 }
 
 // start (re)starts n's raft on its stores with a fresh FSM and a fresh
-// transport at its address, connected both ways to peers.
-func (n *testNode) start(t *testing.T, peers []*testNode) {
+// transport at its address, connected both ways to the others.
+func (n *testNode) start(t *testing.T) {
 	t.Helper()
-	_, n.trans = raft.NewInmemTransport(n.addr)
-	for _, p := range peers {
-		if p != n && p.trans != nil {
-			n.trans.Connect(p.addr, p.trans)
-			p.trans.Connect(n.addr, n.trans)
-		}
-	}
 	n.fsm = newFSM(t, 0)
-	r, err := raft.NewRaft(testRaftConfig(n.id), countingFSM{n.fsm, &n.restores}, n.store, n.store, n.snaps, n.trans)
+	s := n.stores
+	r, err := raft.NewRaft(testRaftConfig(n.id), countingFSM{n.fsm, &n.restores}, s.Log, s.Log, s.Snaps, n.net.Transport(n.addr))
 	if err != nil {
 		t.Fatalf("NewRaft %s: %v", n.id, err)
 	}
@@ -93,48 +89,46 @@ func (n *testNode) stop(t *testing.T) {
 	if err := n.r.Shutdown().Error(); err != nil {
 		t.Errorf("shutdown %s: %v", n.id, err)
 	}
+	n.net.Down(n.addr)
 	n.r = nil
 }
 
-func newTestNode(i int) *testNode {
+func newTestNode(t *testing.T, net *rafttest.Net, i int) *testNode {
 	return &testNode{
-		id:    raft.ServerID(fmt.Sprintf("node%d", i)),
-		addr:  raft.ServerAddress(fmt.Sprintf("inmem-node%d", i)),
-		store: raft.NewInmemStore(),
-		snaps: raft.NewInmemSnapshotStore(),
+		id:     raft.ServerID(fmt.Sprintf("node%d", i)),
+		addr:   raft.ServerAddress(fmt.Sprintf("inmem-node%d", i)),
+		net:    net,
+		stores: rafttest.NewStores(t),
 	}
 }
 
 // newTestCluster bootstraps n voters and starts them.
 func newTestCluster(t *testing.T, n int) []*testNode {
 	t.Helper()
+	net := &rafttest.Net{}
 	nodes := make([]*testNode, n)
 	var conf raft.Configuration
 	for i := range nodes {
-		nodes[i] = newTestNode(i)
+		nodes[i] = newTestNode(t, net, i)
 		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: nodes[i].id, Address: nodes[i].addr})
 	}
 	for _, nd := range nodes {
 		_, tr := raft.NewInmemTransport(nd.addr)
-		if err := raft.BootstrapCluster(testRaftConfig(nd.id), nd.store, nd.store, nd.snaps, tr, conf); err != nil {
+		s := nd.stores
+		if err := raft.BootstrapCluster(testRaftConfig(nd.id), s.Log, s.Log, s.Snaps, tr, conf); err != nil {
 			t.Fatalf("bootstrap %s: %v", nd.id, err)
 		}
 	}
 	for _, nd := range nodes {
-		nd.start(t, nodes)
+		nd.start(t)
 	}
 	return nodes
 }
 
+// waitFor polls cond until it holds, failing the test after clusterWait.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(clusterWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", clusterWait, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	clustertest.Eventually(t, clusterWait, what, cond)
 }
 
 func leaderOf(t *testing.T, nodes []*testNode) *testNode {
@@ -277,15 +271,15 @@ func TestRaftClusterConverges(t *testing.T) {
 
 	// A fourth node joins after the log before the snapshot was truncated:
 	// raft must send it the leader's snapshot.
-	n4 := newTestNode(3)
-	n4.start(t, nodes)
+	n4 := newTestNode(t, nodes[0].net, 3)
+	n4.start(t)
 	nodes = append(nodes, n4)
 	if err := leader.r.AddVoter(n4.id, n4.addr, 0, clusterWait).Error(); err != nil {
 		t.Fatalf("AddVoter: %v", err)
 	}
 	wantKinds(t, propose(t, leader, acq("after-join", 1)), Granted)
 	converged(t, leader, nodes)
-	if metas, _ := n4.snaps.List(); len(metas) != 1 || n4.restores.Load() != 1 {
+	if metas, _ := n4.stores.Snaps.List(); len(metas) != 1 || n4.restores.Load() != 1 {
 		t.Fatalf("%s holds %d snapshots and restored %d, want the one it was sent",
 			n4.id, len(metas), n4.restores.Load())
 	}
@@ -300,7 +294,7 @@ func TestRaftClusterConverges(t *testing.T) {
 	}
 	follower.stop(t)
 	wantKinds(t, propose(t, leader, acq("while-down", 1), rel("after-join", 0)), Granted, NotHeld)
-	follower.start(t, nodes)
+	follower.start(t)
 	if got := follower.restores.Load(); got != 1 {
 		t.Fatalf("%s restored %d snapshots at startup, want 1", follower.id, got)
 	}

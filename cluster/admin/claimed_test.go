@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchd/latch/cluster/raftnode"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 func TestReadClaimed(t *testing.T) {
@@ -111,7 +113,7 @@ func TestChannelRestoreAllocatesWhatArrives(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	allocated := after.TotalAlloc - before.TotalAlloc
 	t.Logf("4 connections announcing %d MiB each and one real restore of %d KB allocated %d KiB in all; %s",
-		MaxSnapshot>>20, len(backup)/1000, allocated>>10, memReport())
+		MaxSnapshot>>20, len(backup)/1000, allocated>>10, clustertest.MemReport())
 	if allocated > 32<<20 {
 		t.Fatalf("allocated %d MiB: the announced size was trusted", allocated>>20)
 	}

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,7 +107,7 @@ func TestHTTPIdleKeepAliveFlood(t *testing.T) {
 	sinceLast := time.Since(time.Unix(0, lastAnswer.Load()))
 	t.Logf("%d connections: %d answered, all %d closed %v after the last answer (idle timeout %v); peak open %d of %d, %d evicted, %d refused; %s",
 		conns, answered.Load(), closed.Load(), sinceLast.Round(time.Millisecond), cfg.IdleTimeout,
-		capped.peak.Load(), maxConns, capped.evicted.Load(), capped.refused.Load(), memReport())
+		capped.peak.Load(), maxConns, capped.evicted.Load(), capped.refused.Load(), clustertest.MemReport())
 	if closed.Load() != conns {
 		t.Fatalf("%d of %d connections closed", closed.Load(), conns)
 	}
@@ -356,22 +354,6 @@ func TestHTTPCapRefusesWhenAllBusy(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
-}
-
-// memReport is the test process's peak RSS (the server runs in it, and so do the clients)
-// and its Go memory.
-func memReport() string {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	hwm := "unknown"
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				hwm = strings.TrimSpace(v)
-			}
-		}
-	}
-	return fmt.Sprintf("process peak RSS %s, Go heap in use %d MiB, Go sys %d MiB", hwm, ms.HeapInuse>>20, ms.Sys>>20)
 }
 
 // A restore refused from its headers is answered at once even though its announced body is

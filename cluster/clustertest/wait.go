@@ -25,3 +25,14 @@ func Between(t testing.TB, what string, d, lo, hi time.Duration) {
 		t.Fatalf("%s after %v, want between %v and %v", what, d.Round(time.Millisecond), lo, hi)
 	}
 }
+
+// Slow marks a test that starts processes or runs for long: under -short it is skipped,
+// saying what it does ("starts three processes"), otherwise it runs in parallel with the
+// other slow tests.
+func Slow(t *testing.T, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(what + "; skipped with -short")
+	}
+	t.Parallel()
+}

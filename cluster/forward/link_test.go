@@ -102,11 +102,7 @@ func TestUntrustedAnswersKillTheLink(t *testing.T) {
 			c.Send(t, wiretest.Acquire(1, 5, 60, "k"))
 			eventually(t, 10*time.Second, "first in flight", func() bool { return link.Stats().InFlight == 1 })
 			c.Send(t, wiretest.Acquire(2, 5, 60, "j"))
-			got := map[uint64]wire.Response{}
-			for range 2 {
-				r := c.Next(t)
-				got[r.Owner] = r
-			}
+			got := c.NextByOwner(t, 2)
 			if got[1] != errResp(1, wire.ReasonIndeterminate) || got[2] != errResp(2, wire.ReasonIndeterminate) {
 				t.Fatalf("answers %v, want E indeterminate for owners 1 and 2", got)
 			}
@@ -172,11 +168,7 @@ func TestQueueBoundAndUnsentDeadline(t *testing.T) {
 	}
 	time.Sleep(400 * time.Millisecond) // past owner 1's unsent deadline, well inside 2's wait
 	close(release)
-	got := map[uint64]wire.Response{}
-	for range 2 {
-		r := c.Next(t)
-		got[r.Owner] = r
-	}
+	got := c.NextByOwner(t, 2)
 	if got[1] != errResp(1, wire.ReasonUnavailable) || got[2].Op != wire.OpAcquire {
 		t.Fatalf("answers %v: want E unavailable for 1 (queued past its deadline) and A for 2", got)
 	}
@@ -303,11 +295,7 @@ func TestWriteFailureSplitsOutcomes(t *testing.T) {
 	c.Send(t, wiretest.Acquire(1, 0, 60, "k"), wiretest.Release(2, 9, "k"))
 	eventually(t, 10*time.Second, "both queued", func() bool { return link.Stats().Queued == 2 })
 	close(release)
-	got := map[uint64]wire.Response{}
-	for range 2 {
-		r := c.Next(t)
-		got[r.Owner] = r
-	}
+	got := c.NextByOwner(t, 2)
 	if got[1] != errResp(1, wire.ReasonIndeterminate) || got[2] != errResp(2, wire.ReasonUnavailable) {
 		t.Fatalf("answers %v: want E indeterminate for 1 (5 bytes of it written) and E unavailable for 2", got)
 	}

@@ -2,15 +2,11 @@ package peer
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"os"
-	"runtime"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 // Who enters the handshake table and who makes room, as a pure structure: no sockets.
@@ -213,66 +209,22 @@ func TestSilentFloodFromOwnSourceLetsMembersIn(t *testing.T) {
 		worst = max(worst, time.Since(t0))
 	}
 	elapsed := time.Since(start)
-	fl.stop()
+	fl.Stop()
 	st := m.Stats()
 	t.Logf("%d member connects in %v (slowest %v, %d dials lost to the flood) while the flood made %d dials; stats %+v; %s",
-		connects, elapsed, worst, lost, fl.dials.Load(), st, memReport())
+		connects, elapsed, worst, lost, fl.Dials.Load(), st, clustertest.MemReport())
 	if st.Evicted == 0 {
 		t.Fatalf("stats %+v: the flood never filled the table, so the test showed nothing", st)
 	}
 }
 
-// flood holds n silent connections to addr from the local address src: each is dialled
-// again as soon as the listener closes it, until stop or until budget dials have been made.
-type flood struct {
-	dials atomic.Int64
-	open  atomic.Int64
-	done  chan struct{}
-	once  sync.Once
-	wg    sync.WaitGroup
-}
-
-func startFlood(t testing.TB, addr, src string, n int, budget int64) *flood {
+// startFlood holds n silent connections to addr from the local address src
+// (clustertest.Flood), until the test ends or budget dials have been made.
+func startFlood(t testing.TB, addr, src string, n int, budget int64) *clustertest.Flood {
 	t.Helper()
-	f := &flood{done: make(chan struct{})}
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: time.Second}
-	ctx, cancel := context.WithCancel(context.Background())
-	for range n {
-		f.wg.Add(1)
-		go func() {
-			defer f.wg.Done()
-			buf := make([]byte, 64)
-			for f.dials.Add(1) <= budget && ctx.Err() == nil {
-				c, err := d.DialContext(ctx, "tcp", addr)
-				if err != nil {
-					select { // out of ports for a moment, or stopping
-					case <-ctx.Done():
-					case <-time.After(10 * time.Millisecond):
-					}
-					continue
-				}
-				f.open.Add(1)
-				stop := context.AfterFunc(ctx, func() { _ = c.Close() })
-				for { // read (and discard) the hello; never write
-					if _, err := c.Read(buf); err != nil {
-						break
-					}
-				}
-				stop()
-				_ = c.Close()
-				f.open.Add(-1)
-			}
-		}()
-	}
-	go func() { <-f.done; cancel() }()
-	t.Cleanup(f.stop)
+	f := clustertest.StartFlood(context.Background(), clustertest.FloodSpec{Addr: addr, Src: src, N: n, Budget: budget, Retry: 10 * time.Millisecond})
+	t.Cleanup(f.Stop)
 	return f
-}
-
-// stop closes every flood connection and waits for the flood's goroutines.
-func (f *flood) stop() {
-	f.once.Do(func() { close(f.done) })
-	f.wg.Wait()
 }
 
 // helloFrom dials addr from the local address src and reads the listener's hello.
@@ -315,27 +267,4 @@ func spokenCount(m *Mux) int {
 		}
 	}
 	return n
-}
-
-// memReport is the test process's peak RSS and Go memory: the listener runs in this process, and so
-// does the flood.
-func memReport() string {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return fmt.Sprintf("process peak RSS %s, Go heap in use %d MiB, Go sys %d MiB, goroutines %d",
-		vmHWM(), ms.HeapInuse>>20, ms.Sys>>20, runtime.NumGoroutine())
-}
-
-// vmHWM is the VmHWM line of /proc/self/status (Linux), or "unknown".
-func vmHWM() string {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return "unknown"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown"
 }

@@ -8,13 +8,13 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 // idConfig is testConfig for a node that states id at addr.
@@ -187,28 +187,10 @@ func TestCertificateBindsTheStatedHost(t *testing.T) {
 	}
 }
 
-// logCounter is an hclog output that counts lines containing a string.
-type logCounter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logCounter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logCounter) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
-
 // The StreamLayer hands raft only the connections its Admission admits, closes the others,
 // and logs each refused source once, not per connection.
 func TestStreamLayerAdmission(t *testing.T) {
-	out := &logCounter{}
+	out := &clustertest.Buffer{}
 	cfg := testConfig(t, secretNew)
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: out, Level: hclog.Info})
 	m := listen(t, cfg)
@@ -265,8 +247,8 @@ func TestStreamLayerAdmission(t *testing.T) {
 	if layer.Refused() != 6 {
 		t.Fatalf("refused %d connections, want 6", layer.Refused())
 	}
-	if n := out.count("refusing a Raft connection"); n != 2 {
-		t.Fatalf("logged %d refusals for two sources, want 2:\n%s", n, out.b.String())
+	if n := out.Count("refusing a Raft connection"); n != 2 {
+		t.Fatalf("logged %d refusals for two sources, want 2:\n%s", n, out.String())
 	}
 
 	layer.SetAdmission(Admission{Legacy: true})

@@ -25,7 +25,7 @@ func BenchmarkSubmit3Nodes(b *testing.B) {
 }
 
 func benchSubmit(b *testing.B, clients int) {
-	c := newCluster(b, 3, nil)
+	c := newTCPCluster(b, 3, nil)
 	n := c.leader().n
 	startIndex := n.raft.LastIndex()
 
@@ -96,7 +96,7 @@ func benchSubmit(b *testing.B, clients int) {
 func BenchmarkBackupRestore(b *testing.B) {
 	for _, keys := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
-			c := newCluster(b, 3, nil)
+			c := newTCPCluster(b, 3, nil)
 			l := c.leader()
 			var wg sync.WaitGroup
 			var failed atomic.Int64

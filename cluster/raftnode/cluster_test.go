@@ -224,7 +224,7 @@ func TestAddVoterCaughtUp(t *testing.T) {
 		want[k] = grant(t, l.n, k)
 	}
 
-	tr := c.transport("127.0.0.1:0") // bound, but no node behind it yet
+	tr := c.transport("") // reachable, but no node behind it yet
 	tn := &tnode{id: "node-3", addr: string(tr.LocalAddr()), dir: filepath.Join(t.TempDir(), "data")}
 	c.nodes = append(c.nodes, tn)
 	asked := 0

@@ -14,25 +14,9 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/latchd/latch/fsm"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
-
-// lockedBuffer collects a node's log lines for counting.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
 
 // slowTimeouts keeps elections out of tests that compare terms: on two loaded CPUs under
 // -race, 300 ms heartbeats occasionally miss.
@@ -163,10 +147,10 @@ func forgeries(t testing.TB) []forgery {
 // refusals are logged once per sender, not per RPC. The same RPCs naming a member do reach
 // raft: the filter is what stops them.
 func TestRPCsFromNonMembersChangeNothing(t *testing.T) {
-	logs := map[string]*lockedBuffer{}
-	c := newCluster(t, 3, func(cfg *Config) {
+	logs := map[string]*clustertest.Buffer{}
+	c := newTCPCluster(t, 3, func(cfg *Config) {
 		slowTimeouts(cfg)
-		buf := &lockedBuffer{}
+		buf := &clustertest.Buffer{}
 		logs[cfg.ID] = buf
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: cfg.ID, Level: hclog.Info, Output: buf})
 	})
@@ -175,7 +159,7 @@ func TestRPCsFromNonMembersChangeNothing(t *testing.T) {
 	for _, tn := range c.running() {
 		eventually(t, tn.id+" applies the grant", func() bool { return tn.n.FSM().LastToken() == held })
 	}
-	evil := c.transport("127.0.0.1:0")
+	evil := c.tcpTransport("127.0.0.1:0")
 	t.Cleanup(func() { evil.CloseStreams(); _ = evil.Close() })
 
 	for round := range 3 { // later rounds are logged by nobody: once per sender
@@ -198,7 +182,7 @@ func TestRPCsFromNonMembersChangeNothing(t *testing.T) {
 	}
 	c.converged(want, want["after"])
 	for _, tn := range c.running() {
-		if n := logs[tn.id].count("refusing Raft RPCs from a sender outside the configuration"); n != 1 {
+		if n := logs[tn.id].Count("refusing Raft RPCs from a sender outside the configuration"); n != 1 {
 			t.Errorf("%s logged the refusal %d times for one sender, want once", tn.id, n)
 		}
 		if got, min := tn.n.Status().RefusedRPCs, uint64(3*len(forgeries(t))); got < min {
@@ -232,9 +216,9 @@ func TestRPCsFromNonMembersChangeNothing(t *testing.T) {
 // A node that has never been in a cluster takes AppendEntries from anyone holding the peer
 // credential (the leader that adds it is in no configuration it knows), but not TimeoutNow.
 func TestEmptyNodeRefusesOnlyTimeoutNow(t *testing.T) {
-	c := newCluster(t, 1, nil)
+	c := newTCPCluster(t, 1, nil)
 	tn := c.add()
-	evil := c.transport("127.0.0.1:0")
+	evil := c.tcpTransport("127.0.0.1:0")
 	t.Cleanup(func() { evil.CloseStreams(); _ = evil.Close() })
 	fs := forgeries(t)
 	if err := fs[5].send(evil, "evil", tn); err == nil || !strings.Contains(err.Error(), "not a voter or nonvoter") {
@@ -251,7 +235,7 @@ func TestEmptyNodeRefusesOnlyTimeoutNow(t *testing.T) {
 // A node waiting to be added that was told whom to expect takes nothing from anyone else,
 // and still joins when the leader adds it.
 func TestExpectPeersNarrowsAnEmptyNode(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := newTCPCluster(t, 3, nil)
 	l := c.leader()
 	want := map[string]fsm.Token{"before": grant(t, l.n, "before")}
 	var members []Peer
@@ -260,7 +244,7 @@ func TestExpectPeersNarrowsAnEmptyNode(t *testing.T) {
 	}
 	tn := c.add()
 	tn.n.ExpectPeers(members)
-	evil := c.transport("127.0.0.1:0")
+	evil := c.tcpTransport("127.0.0.1:0")
 	t.Cleanup(func() { evil.CloseStreams(); _ = evil.Close() })
 	term := tn.n.raft.CurrentTerm()
 	if err := forgeries(t)[2].send(evil, "evil", tn); err == nil || !strings.Contains(err.Error(), "not a voter or nonvoter") {
@@ -281,7 +265,7 @@ func TestExpectPeersNarrowsAnEmptyNode(t *testing.T) {
 
 // CheckPeer admits the configuration's members at their addresses only.
 func TestCheckPeer(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := newTCPCluster(t, 3, nil)
 	a, b := c.nodes[0], c.nodes[1]
 	for _, tt := range []struct {
 		id, addr string
@@ -347,7 +331,7 @@ func TestLaggingMemberCatchesUpFromANewLeader(t *testing.T) {
 	for _, withVouch := range []bool{true, false} {
 		t.Run(fmt.Sprintf("vouch=%v", withVouch), func(t *testing.T) {
 			reg := &registry{asked: map[string]int{}}
-			c := newCluster(t, 3, func(cfg *Config) {
+			c := newTCPCluster(t, 3, func(cfg *Config) {
 				slowTimeouts(cfg) // four voters with one down: a slow follower must not cost the lease
 				if withVouch {
 					cfg.Vouch = reg.vouch

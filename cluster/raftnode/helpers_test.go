@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/latchd/latch/cluster/clustertest"
+	"github.com/latchd/latch/cluster/rafttest"
 	"github.com/latchd/latch/fsm"
 )
 
@@ -54,16 +55,37 @@ type tcluster struct {
 	nodes []*tnode
 	peers []Peer // InitialCluster; nil for a Bootstrap cluster of one
 	mut   func(*Config)
+	net   *rafttest.Net // the in-memory network; nil: TCP transports on 127.0.0.1
+}
+
+// transport is what a test node runs on: raft's in-memory or TCP transport.
+type transport interface {
+	raft.Transport
+	Close() error
 }
 
 // newCluster starts size nodes with one InitialCluster (size 1: Bootstrap), each on its own
-// TCP transport on 127.0.0.1 and raft-boltdb in t.TempDir. mut, if set, adjusts each Config.
+// in-memory transport (rafttest.Net) and its real stores in t.TempDir. mut, if set, adjusts
+// each Config.
 func newCluster(t testing.TB, size int, mut func(*Config)) *tcluster {
 	t.Helper()
-	c := &tcluster{t: t, log: testLogger(t), mut: mut}
-	transports := make([]raft.Transport, size)
+	return startCluster(t, size, mut, &rafttest.Net{})
+}
+
+// newTCPCluster is newCluster with each node on raft's TCP transport on 127.0.0.1: for the
+// peer filter's tests (a stranger's RPCs over TCP, refusals timed as over the network), and the
+// benchmarks, which measure the transport latch runs on.
+func newTCPCluster(t testing.TB, size int, mut func(*Config)) *tcluster {
+	t.Helper()
+	return startCluster(t, size, mut, nil)
+}
+
+func startCluster(t testing.TB, size int, mut func(*Config), net *rafttest.Net) *tcluster {
+	t.Helper()
+	c := &tcluster{t: t, log: testLogger(t), mut: mut, net: net}
+	transports := make([]transport, size)
 	for i := range size {
-		tr := c.transport("127.0.0.1:0")
+		tr := c.transport("")
 		transports[i] = tr
 		tn := &tnode{id: fmt.Sprintf("node-%d", i), addr: string(tr.LocalAddr()), dir: filepath.Join(t.TempDir(), "data")}
 		c.nodes = append(c.nodes, tn)
@@ -78,9 +100,33 @@ func newCluster(t testing.TB, size int, mut func(*Config)) *tcluster {
 	return c
 }
 
-// transport binds a TCP transport; a restart rebinds the same port, which another process
+// transport makes a transport at addr (a restart), or at a fresh address when addr is empty,
+// on the cluster's network.
+func (c *tcluster) transport(addr string) transport {
+	c.t.Helper()
+	if c.net != nil {
+		return noPipeline{c.net.Transport(raft.ServerAddress(addr))}
+	}
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	return c.tcpTransport(addr)
+}
+
+// noPipeline is an in-memory transport without pipelined AppendEntries. The filter answers
+// the RPCs it refuses, and those in flight when it stops, with an error and no response
+// body, which raft's TCP transport carries; raft's in-memory pipeline dereferences the body
+// (raft v1.8.0, inmemPipeline.decodeResponses) and would panic. Raft falls back to one
+// AppendEntries at a time, which the in-memory transport answers with the error alone.
+type noPipeline struct{ *raft.InmemTransport }
+
+func (noPipeline) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
+// tcpTransport binds a TCP transport; a restart rebinds the same port, which another process
 // may hold for a moment, so binding is retried briefly.
-func (c *tcluster) transport(addr string) *raft.NetworkTransport {
+func (c *tcluster) tcpTransport(addr string) *raft.NetworkTransport {
 	c.t.Helper()
 	var err error
 	for range 50 {
@@ -115,17 +161,18 @@ func (c *tcluster) config(tn *tnode, tr raft.Transport, bootstrap bool) Config {
 	return cfg
 }
 
-func (c *tcluster) openWith(tn *tnode, tr raft.Transport, bootstrap bool) {
+func (c *tcluster) openWith(tn *tnode, tr transport, bootstrap bool) {
 	c.t.Helper()
 	n, err := Open(c.config(tn, tr, bootstrap))
 	if err != nil {
-		_ = tr.(raft.WithClose).Close()
+		_ = tr.Close()
 		c.t.Fatalf("open %s: %v", tn.id, err)
 	}
 	tn.n = n
 }
 
-// restart reopens a shut-down node from its directory, on its old address.
+// restart reopens a shut-down node from its directory, on its old address (on TCP, the same
+// port).
 func (c *tcluster) restart(tn *tnode) {
 	c.t.Helper()
 	c.openWith(tn, c.transport(tn.addr), len(c.nodes) == 1 && c.peers == nil)
@@ -134,7 +181,7 @@ func (c *tcluster) restart(tn *tnode) {
 // add starts an empty node that joins nobody until a leader adds it.
 func (c *tcluster) add() *tnode {
 	c.t.Helper()
-	tr := c.transport("127.0.0.1:0")
+	tr := c.transport("")
 	tn := &tnode{id: fmt.Sprintf("node-%d", len(c.nodes)), addr: string(tr.LocalAddr()), dir: filepath.Join(c.t.TempDir(), "data")}
 	c.nodes = append(c.nodes, tn)
 	saved := c.peers
@@ -153,6 +200,9 @@ func (c *tcluster) shutdown(tn *tnode) {
 	defer cancel()
 	if err := tn.n.Shutdown(ctx); err != nil {
 		c.t.Errorf("shutdown %s: %v", tn.id, err)
+	}
+	if c.net != nil {
+		c.net.Down(raft.ServerAddress(tn.addr))
 	}
 	tn.n = nil
 }

@@ -151,7 +151,7 @@ func TestOpenDataDirInUse(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	tn := c.leader()
 
-	tr := c.transport("127.0.0.1:0")
+	tr := c.transport("")
 	cfg := c.config(&tnode{id: "intruder", dir: tn.dir}, tr, true)
 	start := time.Now()
 	n, err := Open(cfg)

@@ -3,18 +3,13 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"runtime"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchd/latch/client"
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
@@ -37,7 +32,7 @@ func TestSilentFloodLeavesRoomForClients(t *testing.T) {
 		held = append(held, ts.dial(t))
 	}
 	fl := holdSilent(t, ts.addr, 60, 200_000)
-	eventually(t, 10*time.Second, "the flood's first round", func() bool { return fl.dials.Load() >= 60 })
+	eventually(t, 10*time.Second, "the flood's first round", func() bool { return fl.Dials.Load() >= 60 })
 	time.Sleep(200 * time.Millisecond) // let it churn
 
 	const clients = 20
@@ -75,11 +70,11 @@ func TestSilentFloodLeavesRoomForClients(t *testing.T) {
 	for i, c := range held {
 		c.Alive(t, uint64(100+i))
 	}
-	dials := fl.dials.Load()
-	fl.stop()
+	dials := fl.Dials.Load()
+	fl.Stop()
 	refused := counter(t, ts, "latch_connections_refused_total")
 	t.Logf("%d clients acquired and released (slowest %v); %d of %d raw connects answered at the first attempt; the flood made %d dials (%v refused or evicted); %s",
-		clients, worst.Round(time.Microsecond), firstTry, clients, dials, refused, memReport())
+		clients, worst.Round(time.Microsecond), firstTry, clients, dials, refused, clustertest.MemReport())
 	if refused == 0 {
 		t.Fatal("nothing was refused or evicted: the flood never reached the limit, so the test showed nothing")
 	}
@@ -135,65 +130,11 @@ func counter(t *testing.T, ts *testServer, name string) float64 {
 	return 0
 }
 
-// silentFlood holds n connections to addr that never send a byte; each is dialled again as
-// soon as the server closes it, until stop or until budget dials have been made.
-type silentFlood struct {
-	dials  atomic.Int64
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-func holdSilent(t *testing.T, addr string, n int, budget int64) *silentFlood {
+// holdSilent holds n connections to addr that never send a byte (clustertest.Flood), until
+// the test ends or budget dials have been made.
+func holdSilent(t *testing.T, addr string, n int, budget int64) *clustertest.Flood {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	f := &silentFlood{cancel: cancel}
-	var d net.Dialer
-	for range n {
-		f.wg.Add(1)
-		go func() {
-			defer f.wg.Done()
-			buf := make([]byte, 64)
-			for f.dials.Add(1) <= budget && ctx.Err() == nil {
-				c, err := d.DialContext(ctx, "tcp", addr)
-				if err != nil {
-					select {
-					case <-ctx.Done():
-					case <-time.After(10 * time.Millisecond):
-					}
-					continue
-				}
-				stop := context.AfterFunc(ctx, func() { c.Close() })
-				for {
-					if _, err := c.Read(buf); err != nil {
-						break
-					}
-				}
-				stop()
-				c.Close()
-			}
-		}()
-	}
-	t.Cleanup(f.stop)
+	f := clustertest.StartFlood(context.Background(), clustertest.FloodSpec{Addr: addr, N: n, Budget: budget, Retry: 10 * time.Millisecond})
+	t.Cleanup(f.Stop)
 	return f
-}
-
-func (f *silentFlood) stop() {
-	f.cancel()
-	f.wg.Wait()
-}
-
-// memReport is the test process's peak RSS (the server runs in it, and so does the flood)
-// and its Go memory.
-func memReport() string {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	hwm := "unknown"
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				hwm = strings.TrimSpace(v)
-			}
-		}
-	}
-	return fmt.Sprintf("process peak RSS %s, Go heap in use %d MiB, Go sys %d MiB", hwm, ms.HeapInuse>>20, ms.Sys>>20)
 }

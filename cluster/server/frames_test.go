@@ -380,11 +380,7 @@ func TestHeaderBytesLF(t *testing.T) {
 	c.Send(t, wiretest.Acquire(0x0A0A, 0x0A, 30, "lease-10"))
 	ts.waitWaiters(t, 1)
 	c.Send(t, wiretest.Release(3, t1, "lease-10"))
-	got := map[uint64]wire.Response{}
-	for range 2 {
-		r := c.Next(t)
-		got[r.Owner] = r
-	}
+	got := c.NextByOwner(t, 2)
 	if got[3] != resp(wire.OpRelease, 3) || got[0x0A0A] != (wire.Response{Op: wire.OpAcquire, Owner: 0x0A0A, Token: lfs + 3}) {
 		t.Fatalf("answers %v, want R for 3 and A(token %#x) for 0x0A0A", got, uint64(lfs+3))
 	}

@@ -9,13 +9,9 @@ package server_test
 // Tests that need real seconds to pass call slow(t), which runs them in parallel.
 
 import (
-	"context"
-	"errors"
 	"flag"
-	"net"
 	"runtime"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +21,7 @@ import (
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/server"
+	"github.com/latchd/latch/cluster/servertest"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
@@ -110,55 +107,11 @@ func startServer(t *testing.T, opts ...option) *testServer {
 	}
 	m := cluster.NewMetrics()
 	o.node.Logger, o.node.Metrics = log.Named("node"), m
-	node, err := cluster.NewNode(o.node)
-	if err != nil {
-		t.Fatalf("NewNode: %v", err)
-	}
-	ran := make(chan struct{})
-	go func() { node.Run(); close(ran) }()
-	srv, err := server.New(server.Config{Secrets: o.secrets, MaxConns: o.maxConns, Logger: log.Named("server"), Metrics: m}, node)
-	if err != nil {
-		node.Close()
-		<-ran
-		t.Fatalf("server.New: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		node.Close()
-		<-ran
-		t.Fatalf("listen: %v", err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	ts := &testServer{addr: ln.Addr().String(), node: node, srv: srv, metrics: m}
+	s := servertest.Start(t, o.node, server.Config{Secrets: o.secrets, MaxConns: o.maxConns, Logger: log.Named("server"), Metrics: m})
+	ts := &testServer{addr: s.Addr, node: s.Node, srv: s.Srv, metrics: m, stop: s.Stop}
 	if len(o.secrets) > 0 {
 		ts.secret = o.secrets[0]
 	}
-	var once sync.Once
-	ts.stop = func() {
-		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			if err := srv.Shutdown(ctx); err != nil {
-				t.Errorf("Shutdown: %v", err)
-			}
-			node.Close()
-			select {
-			case err := <-served:
-				if !errors.Is(err, server.ErrServerClosed) {
-					t.Errorf("Serve returned %v, want ErrServerClosed", err)
-				}
-			case <-time.After(15 * time.Second):
-				t.Errorf("Serve did not return after Shutdown")
-			}
-			select {
-			case <-ran:
-			case <-time.After(15 * time.Second):
-				t.Errorf("node.Run did not return after Close")
-			}
-		})
-	}
-	t.Cleanup(ts.stop)
 	return ts
 }
 

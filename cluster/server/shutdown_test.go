@@ -33,11 +33,7 @@ func TestShutdownAnswersWaiters(t *testing.T) {
 		defer cancel()
 		done <- ts.srv.Shutdown(ctx)
 	}()
-	got := map[uint64]wire.Response{}
-	for range 2 {
-		r := w1.Next(t)
-		got[r.Owner] = r
-	}
+	got := w1.NextByOwner(t, 2)
 	if got[4242] != errResp(4242, wire.ReasonUnavailable) || got[4243] != errResp(4243, wire.ReasonUnavailable) {
 		t.Fatalf("waiters answered %v, want E unavailable for 4242 and 4243", got)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/client"
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 // hold is one lock a worker was given: from when Acquire returned to when it began to
@@ -28,10 +29,7 @@ type hold struct {
 // node comes back. Every grant is recorded: no token may be granted twice, and per key the
 // holds, ordered by token, must not overlap (under the leases the client promised).
 func TestClusterChaosKeepsMutualExclusion(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three processes and runs a fault schedule; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts three processes and runs a fault schedule")
 	tc := startTestCluster(t, 3)
 	tc.leader()
 	var servers []string

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
@@ -161,10 +162,7 @@ func httpGetQuiet(hostPath string) (int, string) {
 }
 
 func TestClusterSurvivesLeaderKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three processes; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts three processes")
 	tc := startTestCluster(t, 3)
 	l := tc.leader()
 	c := wiretest.Dial(t, tc.procs[l].listen)
@@ -209,10 +207,7 @@ func TestClusterSurvivesLeaderKill(t *testing.T) {
 }
 
 func TestClusterRestartKeepsLocksAndCounter(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three processes twice; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts three processes twice")
 	tc := startTestCluster(t, 3, "--token-floor", "1000")
 	l := tc.leader()
 	c := wiretest.Dial(t, tc.procs[l].listen)
@@ -249,10 +244,7 @@ func TestClusterRestartKeepsLocksAndCounter(t *testing.T) {
 }
 
 func TestClusterFollowersForward(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three processes; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts three processes")
 	tc := startTestCluster(t, 3)
 	l := tc.leader()
 	var followers []*wiretest.Conn
@@ -290,10 +282,7 @@ func (tc *testCluster) leading(i int) bool {
 // timeout, lets the others elect a leader and move the lock on, then resumes the old one:
 // it must not grant from its stale view, and every token stays above the new leader's.
 func TestClusterFrozenLeaderGrantsNothingStale(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three processes; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts three processes")
 	tc := startTestCluster(t, 3)
 	old := tc.leader()
 	c := wiretest.Dial(t, tc.procs[old].listen)
@@ -358,10 +347,7 @@ func TestClusterFrozenLeaderGrantsNothingStale(t *testing.T) {
 // TestClusterMembershipThroughTheCLI grows a three-node cluster to five with --join (through
 // a follower's --http) and shrinks it with latch peers remove, serving throughout.
 func TestClusterMembershipThroughTheCLI(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts five processes; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts five processes")
 	sec := newTestSecrets(t)
 	secret := sec.admin
 	tc := startTestCluster(t, 3, sec.serverArgs()...)
@@ -494,10 +480,7 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 // gets SIGTERM (it exits 0, a successor leads at once), then loses a second node to SIGKILL
 // and still serves with three of five; tokens keep rising throughout.
 func TestFiveNodesTransferAndLoseTwo(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts five processes; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts five processes")
 	tc := startTestCluster(t, 5)
 	l := tc.leader()
 	c := wiretest.Dial(t, tc.procs[l].listen)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
@@ -183,42 +184,10 @@ func floodMain(spec string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	go func() { io.Copy(io.Discard, os.Stdin); cancel() }()
-	var dials, failed atomic.Int64
-	var firstErr atomic.Value
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(s.Src)}, Timeout: time.Second}
-	var wg sync.WaitGroup
-	for range s.N {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 512)
-			for dials.Add(1) <= s.Budget && ctx.Err() == nil {
-				c, err := d.DialContext(ctx, "tcp", s.Addr)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					select { // refused (the node stopped) or out of ports for a moment
-					case <-ctx.Done():
-					case <-time.After(20 * time.Millisecond):
-					}
-					continue
-				}
-				stop := context.AfterFunc(ctx, func() { c.Close() })
-				for {
-					if _, err := c.Read(buf); err != nil {
-						break
-					}
-				}
-				stop()
-				c.Close()
-			}
-		}()
-	}
+	f := clustertest.StartFlood(ctx, clustertest.FloodSpec{Addr: s.Addr, Src: s.Src, N: s.N, Budget: s.Budget, Retry: 20 * time.Millisecond})
 	enc := json.NewEncoder(os.Stdout)
 	report := func(done bool) {
-		r := floodReport{Dials: min(dials.Load(), s.Budget), Failed: failed.Load(), Done: done}
-		r.FirstErr, _ = firstErr.Load().(string)
-		enc.Encode(r)
+		enc.Encode(floodReport{Dials: min(f.Dials.Load(), s.Budget), Failed: f.Failed.Load(), FirstErr: f.FirstErr(), Done: done})
 	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -229,7 +198,7 @@ func floodMain(spec string) int {
 			report(false)
 		}
 	}
-	wg.Wait()
+	f.Wait()
 	report(true)
 	return 0
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
@@ -157,10 +158,7 @@ func lastTokenIn(t *testing.T, out string) uint64 {
 // locks come back, the counter is above --token-floor, and what the CLI refuses it refuses
 // before sending anything.
 func TestSnapshotSaveRestoreThroughTheCLI(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts six processes; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts six processes")
 	src := newFixedCluster(t, 3)
 	src.start(0, 1, 2)
 	l := src.leader()
@@ -286,10 +284,7 @@ func TestSnapshotSaveRestoreThroughTheCLI(t *testing.T) {
 // the wiped ones do not bootstrap a rival cluster, they join the recovered one; the locks
 // and a raised counter survive.
 func TestRecoverLostQuorumThroughTheCLI(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts six processes; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts six processes")
 	fc := newFixedCluster(t, 3)
 	fc.start(0, 1, 2)
 	l := fc.leader()
@@ -354,10 +349,7 @@ func TestRecoverLostQuorumThroughTheCLI(t *testing.T) {
 // An initial member started alone waits for the others before bootstrapping, alive but not
 // ready, and says what it waits for.
 func TestInitialMemberWaitsForTheOthers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three processes; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts three processes")
 	fc := newFixedCluster(t, 3)
 	fc.procs[0] = spawnServer(t, nil, fc.args(0)...)
 	fc.waitFor("n0 explains why it is not ready", func() bool {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 // TestClusterPartitionLeaderAndHeal cuts the leader of a three-node cluster off from the
@@ -374,7 +376,7 @@ func (lab *partitionLab) latch(ns string, d time.Duration, args ...string) (int,
 	defer cancel()
 	cmd := exec.CommandContext(ctx, lab.ipPath, append([]string{"netns", "exec", ns, latchBin}, args...)...)
 	cmd.WaitDelay = 5 * time.Second
-	var out syncBuffer
+	var out clustertest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	if ctx.Err() != nil {

@@ -2,19 +2,17 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 // These tests run the real binary, built once by TestMain, as a separate process on
@@ -28,45 +26,13 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(floodEnv); spec != "" { // this process is a flood (flood_test.go)
 		os.Exit(floodMain(spec))
 	}
-	dir, err := os.MkdirTemp("", "latch-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	latchBin = filepath.Join(dir, "latch")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version="+testVersion, "-o", latchBin, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building latch:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// syncBuffer collects a process's output while tests read it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	os.Exit(clustertest.RunWithLatch(m, &latchBin, "-ldflags", "-X main.version="+testVersion))
 }
 
 // proc is a running latch server process.
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *clustertest.Buffer
 	exited chan struct{}
 	err    error // Wait's result, once exited is closed
 	listen string
@@ -105,7 +71,7 @@ func spawnServer(t *testing.T, env []string, args ...string) *proc {
 // the test failed). awaitServing then waits until it logs that it serves.
 func spawn(t *testing.T, cmd *exec.Cmd, what string) *proc {
 	t.Helper()
-	p := &proc{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{}), what: what, serving: make(chan map[string]any, 1)}
+	p := &proc{cmd: cmd, stderr: &clustertest.Buffer{}, exited: make(chan struct{}), what: what, serving: make(chan map[string]any, 1)}
 	pr, pw := io.Pipe()
 	p.cmd.Stderr = io.MultiWriter(p.stderr, pw)
 	if err := p.cmd.Start(); err != nil {
@@ -192,11 +158,11 @@ func (p *proc) wait(t *testing.T, d time.Duration) int {
 
 // start runs the binary in the background: done gets Wait's result, out collects stdout and
 // stderr. The process is killed when the test ends.
-func start(t *testing.T, env []string, args ...string) (cmd *exec.Cmd, out *syncBuffer, done <-chan error) {
+func start(t *testing.T, env []string, args ...string) (cmd *exec.Cmd, out *clustertest.Buffer, done <-chan error) {
 	t.Helper()
 	cmd = exec.Command(latchBin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	out = &syncBuffer{}
+	out = &clustertest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

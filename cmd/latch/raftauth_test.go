@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/peer"
 	"github.com/latchd/latch/fsm"
 	"github.com/latchd/latch/wire"
@@ -143,10 +144,7 @@ func forgedRPCs(t *testing.T) []struct {
 // No node's term, log or lock table changes, every refusal is logged once per source, and
 // the cluster keeps granting.
 func TestForgedRaftRPCsFromANonMemberChangeNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three processes; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts three processes")
 	dir := t.TempDir()
 	secret := []byte(strings.Repeat("p", 40))
 	secretFile, adminFile := filepath.Join(dir, "peer"), filepath.Join(dir, "admin")

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
@@ -26,10 +27,7 @@ import (
 // restore survives every replayed restore, and a member removed after the add is not
 // brought back.
 func TestSignedCallsReplayNowhere(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three processes and restarts one; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts three processes and restarts one")
 	sec := newTestSecrets(t)
 	tc := startTestCluster(t, 3, sec.serverArgs()...)
 	l := tc.leader()
@@ -187,10 +185,7 @@ func streamRestore(t *testing.T, httpAddr string, call capturedCall, size int64)
 // and a correctly signed restore succeeds right after. A correctly signed call whose body is
 // not the one it signed is refused and applies nothing.
 func TestRestoreBodyReadOnlyWhenSigned(t *testing.T) {
-	if testing.Short() {
-		t.Skip("streams 400 MB to a server; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "streams 400 MB to a server")
 	sec := newTestSecrets(t)
 	p := startServer(t, nil, append([]string{"--mode", "cluster", "--id", "n1", "--data-dir", t.TempDir(),
 		"--raft-addr", freePorts(t, 1)[0], "--bootstrap"}, sec.serverArgs()...)...)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/peer"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
@@ -107,10 +108,7 @@ func peerDialErr(addr string, ch byte, secret []byte) error {
 // and tries every secret on every port and admin endpoint over real connections: each opens
 // only its own, either line of it, and the open endpoints reveal no key names.
 func TestPrincipalsAreSeparate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three processes; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts three processes")
 	dir := t.TempDir()
 	clientNew, peerNew, adminNew := strings.Repeat("C", 40), strings.Repeat("P", 40), strings.Repeat("A", 40)
 	clientFile := writeSecretFile(t, dir, "client", clientSecretValue, clientNew)

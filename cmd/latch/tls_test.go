@@ -49,10 +49,7 @@ func TestClientPortTLS(t *testing.T) {
 }
 
 func TestClusterOverMutualTLS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three processes; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts three processes")
 	ca, cert, key := testPKI(t, t.TempDir(), "cluster")
 	// Mutual TLS is the peer credential; with it, admin calls need theirs.
 	tc := startTestCluster(t, 3, "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca, "--admin-secret-file", newTestSecrets(t).admin)
@@ -72,10 +69,7 @@ func TestClusterOverMutualTLS(t *testing.T) {
 // signed (a node's certificate, of the cluster CA, gets 403), and a node joins through an
 // https:// --join with its own certificate as its credential.
 func TestClusterAdminOverHTTPS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts four processes; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts four processes")
 	dir := t.TempDir()
 	ca, cert, key := testPKI(t, dir, "cluster")
 	_, otherCert, otherKey := testPKI(t, dir, "other")

@@ -60,10 +60,7 @@ func grantThrough(t *testing.T, p *proc, key string) uint64 {
 // kill -9, rejoin and serve. raft-wal v0.4.0 sealed the truncated segment without its index
 // block, so every later start panicked (hashicorp/raft-wal#31).
 func TestDeposedLeaderWithAClearedTailRestarts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three processes; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts three processes")
 	tc := startTestCluster(t, 3)
 	old := tc.leader()
 	var followers []int

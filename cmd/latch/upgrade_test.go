@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/peer"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
@@ -26,10 +27,7 @@ import (
 // serves, and a lock taken at the start is still held; at the end S opens the client port
 // only.
 func TestFromOneSecretToThree(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three processes and restarts them nine times; skipped with -short")
-	}
-	t.Parallel()
+	clustertest.Slow(t, "starts three processes and restarts them nine times")
 	dir := t.TempDir()
 	S, P, A := strings.Repeat("s", 40), strings.Repeat("p", 40), strings.Repeat("a", 40)
 	client := writeSecretFile(t, dir, "client", S)

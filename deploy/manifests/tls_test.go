@@ -12,7 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/latchd/latch/deploy/internal/testpki"
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/deploy/manifests"
 )
 
@@ -280,9 +280,9 @@ func verifyNames(t *testing.T, c *certificate, hosts []string) {
 			eku = append(eku, e)
 		}
 	}
-	ca := testpki.NewCA(t)
-	cert := ca.Issue(t, c.Spec.DNSNames, nil, eku...).Cert
-	roots := ca.Pool()
+	ca := clustertest.NewCA(t, "latch test CA")
+	cert := ca.IssueFor(t, "latch", c.Spec.DNSNames, nil, eku...).Leaf
+	roots := ca.Pool
 	for _, h := range hosts {
 		if _, err := cert.Verify(x509.VerifyOptions{DNSName: h, Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
 			t.Errorf("as server for %s: %v", h, err)

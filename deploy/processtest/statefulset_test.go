@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/latchd/latch/deploy/manifests"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 const (
@@ -39,21 +41,7 @@ func podIP(i int) string { return fmt.Sprintf("127.0.0.%d", 20+i) }
 var latchBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "latch-pods-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	latchBin = filepath.Join(dir, "latch")
-	build := exec.Command("go", "-C", "../..", "build", "-o", latchBin, "./cmd/latch")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building latch:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(clustertest.RunWithLatch(m, &latchBin))
 }
 
 // statefulSet is the set of pods of one test: their volumes, secret and Services.
@@ -79,25 +67,8 @@ type statefulSet struct {
 type pod struct {
 	i    int
 	cmd  *exec.Cmd
-	log  *lockedBuffer
+	log  *clustertest.Buffer
 	done chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 var voterLine = regexp.MustCompile(`(?m)\svoter$`)
@@ -155,7 +126,7 @@ func (s *statefulSet) start(pods ...int) {
 	s.t.Helper()
 	for _, i := range pods {
 		cmd := exec.Command(latchBin, s.podArgs(i)...)
-		p := &pod{i: i, cmd: cmd, log: &lockedBuffer{}, done: make(chan struct{})}
+		p := &pod{i: i, cmd: cmd, log: &clustertest.Buffer{}, done: make(chan struct{})}
 		cmd.Stdout, cmd.Stderr = p.log, p.log
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {

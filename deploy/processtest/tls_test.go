@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchd/latch/deploy/internal/testpki"
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 const tlsExample = "../k8s/examples/tls"
@@ -29,8 +29,8 @@ func writeTLSSecret(t *testing.T, dir string) {
 	for i := range 5 {
 		ips = append(ips, net.ParseIP(podIP(i)))
 	}
-	ca := testpki.NewCA(t)
-	ca.WriteSecret(t, dir, ca.Issue(t, []string{"latch", "*.latch-peers"}, ips, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth))
+	ca := clustertest.NewCA(t, "latch test CA")
+	ca.WriteSecret(t, dir, ca.IssueFor(t, "latch", []string{"latch", "*.latch-peers"}, ips, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth))
 }
 
 // useHTTPS makes the probes and metrics reads of s use HTTPS, trusting the CA in caFile and

@@ -162,6 +162,17 @@ func (c *Conn) Next(t testing.TB) wire.Response {
 	return c.NextWithin(t, ReadTimeout)
 }
 
+// NextByOwner reads the next n responses, in whatever order they arrive, keyed by owner.
+func (c *Conn) NextByOwner(t testing.TB, n int) map[uint64]wire.Response {
+	t.Helper()
+	got := make(map[uint64]wire.Response, n)
+	for range n {
+		r := c.Next(t)
+		got[r.Owner] = r
+	}
+	return got
+}
+
 // NextWithin returns the next response, waiting at most d.
 func (c *Conn) NextWithin(t testing.TB, d time.Duration) wire.Response {
 	t.Helper()
