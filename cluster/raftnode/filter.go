@@ -127,7 +127,7 @@ func (f *filter) forward() {
 			select {
 			case f.out <- rpc:
 			case <-f.done:
-				rpc.Respond(nil, raft.ErrTransportShutdown)
+				rpc.Respond(emptyResponse(rpc.Command), raft.ErrTransportShutdown)
 				return
 			}
 		case <-f.done:
@@ -164,11 +164,30 @@ func (f *filter) refuse(rpc raft.RPC, id, kind string, err error) {
 		// the snapshot off it first, on a goroutine of its own, never on the forwarder's.
 		go func() {
 			_, _ = io.Copy(io.Discard, rpc.Reader)
-			rpc.Respond(nil, refusal)
+			rpc.Respond(emptyResponse(rpc.Command), refusal)
 		}()
 		return
 	}
-	rpc.Respond(nil, refusal)
+	rpc.Respond(emptyResponse(rpc.Command), refusal)
+}
+
+// emptyResponse is the zero response of the RPC cmd's type, sent with a refusal: raft's TCP
+// transport carries an error without a body, but its in-memory pipeline (v1.8.0,
+// inmemPipeline.decodeResponses) dereferences the body and would panic on nil.
+func emptyResponse(cmd any) any {
+	switch cmd.(type) {
+	case *raft.AppendEntriesRequest:
+		return &raft.AppendEntriesResponse{}
+	case *raft.RequestVoteRequest:
+		return &raft.RequestVoteResponse{}
+	case *raft.RequestPreVoteRequest:
+		return &raft.RequestPreVoteResponse{}
+	case *raft.InstallSnapshotRequest:
+		return &raft.InstallSnapshotResponse{}
+	case *raft.TimeoutNowRequest:
+		return &raft.TimeoutNowResponse{}
+	}
+	return nil
 }
 
 // sender returns the server ID an RPC names as its sender and the RPC's name for logs.

@@ -389,3 +389,22 @@ func TestFilterHotPathAllocatesNothing(t *testing.T) {
 		t.Fatalf("admitting a member's AppendEntries allocates %v times, want 0", n)
 	}
 }
+
+// A refused RPC is answered with its own type's empty response, never a nil body: raft's
+// in-memory pipeline dereferences the body of every answer.
+func TestRefusalCarriesATypedResponse(t *testing.T) {
+	for _, c := range []struct {
+		cmd  any
+		want any
+	}{
+		{&raft.AppendEntriesRequest{}, &raft.AppendEntriesResponse{}},
+		{&raft.RequestVoteRequest{}, &raft.RequestVoteResponse{}},
+		{&raft.RequestPreVoteRequest{}, &raft.RequestPreVoteResponse{}},
+		{&raft.InstallSnapshotRequest{}, &raft.InstallSnapshotResponse{}},
+		{&raft.TimeoutNowRequest{}, &raft.TimeoutNowResponse{}},
+	} {
+		if got := emptyResponse(c.cmd); fmt.Sprintf("%T", got) != fmt.Sprintf("%T", c.want) {
+			t.Errorf("response to %T is %T, want %T", c.cmd, got, c.want)
+		}
+	}
+}

@@ -105,23 +105,12 @@ func startCluster(t testing.TB, size int, mut func(*Config), net *rafttest.Net) 
 func (c *tcluster) transport(addr string) transport {
 	c.t.Helper()
 	if c.net != nil {
-		return noPipeline{c.net.Transport(raft.ServerAddress(addr))}
+		return c.net.Transport(raft.ServerAddress(addr))
 	}
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
 	return c.tcpTransport(addr)
-}
-
-// noPipeline is an in-memory transport without pipelined AppendEntries. The filter answers
-// the RPCs it refuses, and those in flight when it stops, with an error and no response
-// body, which raft's TCP transport carries; raft's in-memory pipeline dereferences the body
-// (raft v1.8.0, inmemPipeline.decodeResponses) and would panic. Raft falls back to one
-// AppendEntries at a time, which the in-memory transport answers with the error alone.
-type noPipeline struct{ *raft.InmemTransport }
-
-func (noPipeline) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
-	return nil, raft.ErrPipelineReplicationNotSupported
 }
 
 // tcpTransport binds a TCP transport; a restart rebinds the same port, which another process
