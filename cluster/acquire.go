@@ -10,7 +10,7 @@ import (
 
 // acqOp is an acquire being decided: a client's request, or a queued waiter being granted.
 type acqOp struct {
-	c      *Conn
+	c      *Session
 	owner  uint64
 	wait   uint8
 	lease  uint16
@@ -21,7 +21,7 @@ type acqOp struct {
 
 // Acquire decides an acquire frame read at readAt (section 7). The answer goes to c.
 // The caller has checked the frame (wire.Request.Check) already.
-func (n *Node) Acquire(c *Conn, owner uint64, key []byte, wait uint8, lease uint16, readAt time.Time) {
+func (n *Node) Acquire(c *Session, owner uint64, key []byte, wait uint8, lease uint16, readAt time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	// Only acquires make the gauges grow: look at them again once this one is decided, so a

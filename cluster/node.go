@@ -20,9 +20,10 @@ type Replier interface {
 	Reply(r wire.Response)
 }
 
-// Conn is the node's handle on one client connection: where its answers go and which of
-// its acquires are still waiting. Get one with Attach, give it back with Detach.
-type Conn struct {
+// Session is the node's handle on one client session (a client connection, or a connection
+// a follower forwards on): where its answers go and which of its acquires are still waiting.
+// It is not a connection and does no I/O. Get one with Attach, give it back with Detach.
+type Session struct {
 	out     Replier
 	waiting map[*waiter]struct{}
 	gone    bool
@@ -111,12 +112,12 @@ func (n *Node) mono(t time.Time) int64 { return int64(t.Sub(n.epoch0)) }
 func (n *Node) Now() time.Time { return n.clock.Now() }
 
 // Attach registers a client connection whose answers go to out.
-func (n *Node) Attach(out Replier) *Conn { return &Conn{out: out} }
+func (n *Node) Attach(out Replier) *Session { return &Session{out: out} }
 
 // Detach forgets a closed connection: its waiters are dropped (they were never granted, so
 // nothing is lost), and later decisions send it nothing. Closing a connection releases no lock.
 // A waiter whose acquire is already proposed keeps it; if it is granted, the node releases it.
-func (n *Node) Detach(c *Conn) {
+func (n *Node) Detach(c *Session) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	c.gone = true
@@ -133,13 +134,13 @@ func (n *Node) Detach(c *Conn) {
 // Leading reports whether the node decides requests now (single mode: always).
 func (n *Node) Leading() bool { return n.leads.Load() }
 
-func (n *Node) busy(c *Conn, owner uint64, gate prometheus.Counter) {
+func (n *Node) busy(c *Session, owner uint64, gate prometheus.Counter) {
 	gate.Inc()
 	n.m.acqBusy.Inc()
 	c.out.Reply(wire.Response{Op: wire.OpBusy, Owner: owner})
 }
 
-func (n *Node) fail(c *Conn, owner uint64, reason wire.Reason) {
+func (n *Node) fail(c *Session, owner uint64, reason wire.Reason) {
 	n.m.FrameError(reason)
 	switch reason {
 	case wire.ReasonUnavailable:

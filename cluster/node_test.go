@@ -75,12 +75,12 @@ func newHarness(t *testing.T, mut func(*Config)) *harness {
 	return &harness{t: t, n: n, clock: cfg.Clock.(*clustertest.FakeClock)}
 }
 
-func (h *harness) conn() (*Conn, *recorder) {
+func (h *harness) conn() (*Session, *recorder) {
 	r := &recorder{}
 	return h.n.Attach(r), r
 }
 
-func (h *harness) acquire(c *Conn, owner uint64, key string, wait uint8, lease uint16) {
+func (h *harness) acquire(c *Session, owner uint64, key string, wait uint8, lease uint16) {
 	h.n.Acquire(c, owner, []byte(key), wait, lease, h.clock.Now())
 }
 
@@ -104,7 +104,7 @@ func TestGrantWaitReleaseFIFO(t *testing.T) {
 	want(t, ra.one(t), wire.OpTimeout, 2)
 
 	// Three waiters on three connections queue in arrival order.
-	var conns []*Conn
+	var conns []*Session
 	var recs []*recorder
 	for i := range 3 {
 		c, r := h.conn()

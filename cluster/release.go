@@ -8,14 +8,14 @@ import (
 
 // relOp is a release being decided.
 type relOp struct {
-	c     *Conn
+	c     *Session
 	owner uint64
 	token fsm.Token
 	epoch uint64
 }
 
 // Release decides a release frame: R if token is the key's current holder, else N.
-func (n *Node) Release(c *Conn, owner uint64, key []byte, token uint64) {
+func (n *Node) Release(c *Session, owner uint64, key []byte, token uint64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.leading {

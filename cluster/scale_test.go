@@ -22,7 +22,7 @@ func (d *discard) Reply(r wire.Response) {
 const scaleKeys = 1_000_000
 
 // fill acquires scaleKeys distinct keys like "lock/0000123" with the given lease.
-func fill(b *testing.B, n *Node, c *Conn, lease uint16, at time.Time) {
+func fill(b *testing.B, n *Node, c *Session, lease uint16, at time.Time) {
 	key := make([]byte, 0, 32)
 	for i := range scaleKeys {
 		key = append(key[:0], "lock/"...)

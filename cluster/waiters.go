@@ -5,7 +5,7 @@ import "github.com/latchd/latch/wire"
 // waiter is one acquire queued behind a key's holder. Its fields are guarded by the node's
 // mutex; done is set once, when it is granted, times out, is cancelled or is drained.
 type waiter struct {
-	c        *Conn
+	c        *Session
 	owner    uint64
 	lease    uint16
 	readAt   int64 // when its frame was read (node clock): wait and grant latency count from here

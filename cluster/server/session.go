@@ -34,7 +34,7 @@ type session struct {
 	srv   *Server
 	nc    net.Conn
 	dec   *wire.Decoder
-	conn  *cluster.Conn
+	conn  *cluster.Session
 	state state
 	// peer is set for a connection from ServePeer: requests forwarded by a follower over an
 	// authenticated peer link. It starts ready (no handshake) and never forwards again.
