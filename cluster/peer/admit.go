@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/latchd/latch/cluster/netpeek"
 )
 
 // table holds the connections between accept and the end of their handshake, grouped by
@@ -90,7 +92,7 @@ func (t *table) oldestEvictable(l *list.List, now time.Time) *pending {
 		if p.spoke.Load() && now.Sub(p.at) <= t.stale {
 			continue
 		}
-		if !p.spoke.Load() && hasInput(p.conn) {
+		if !p.spoke.Load() && netpeek.HasInput(p.conn) {
 			// Its first bytes are in the socket buffer, not yet read by its goroutine: a
 			// member that answered the hello at once. It has spoken.
 			p.spoke.Store(true)

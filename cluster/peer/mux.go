@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchd/latch/cluster/ratelog"
 )
 
 // channelBacklog is how many authenticated connections wait for their channel's Accept. A
@@ -44,7 +46,7 @@ type Mux struct {
 
 	accepted, rejected, failed, shed, evicted, dropped atomic.Uint64
 	handshaking                                        atomic.Int64 // goroutines in handle
-	warnLimit, shedLimit                               logLimit
+	warnLimit, shedLimit                               ratelog.PerSecond
 }
 
 // Stats counts what the Mux did with the connections it accepted.
@@ -183,7 +185,7 @@ func (m *Mux) admit(c net.Conn) {
 		// than MaxHandshakesPerSource newer ones have arrived, and it needs a few turns of
 		// its goroutine (hello out, channel byte in) to get off the list of silent ones.
 		defer runtime.Gosched()
-		if n, ok := m.shedLimit.allow(); ok {
+		if n, ok := m.shedLimit.Allow(); ok {
 			m.log.Warn("handshake slots full; closed the oldest silent or stale connection to make room", "source", victim.src,
 				"max_handshakes", m.cfg.MaxHandshakes, "max_handshakes_per_source", m.tab.perSource, "suppressed", n)
 		}
@@ -191,7 +193,7 @@ func (m *Mux) admit(c net.Conn) {
 	if p == nil {
 		_ = c.Close()
 		m.shed.Add(1)
-		if n, ok := m.shedLimit.allow(); ok {
+		if n, ok := m.shedLimit.Allow(); ok {
 			m.log.Warn("handshake slots full and none can be freed; closing the new connection", "source", src,
 				"max_handshakes", m.cfg.MaxHandshakes, "max_handshakes_per_source", m.tab.perSource, "suppressed", n)
 		}
@@ -283,7 +285,7 @@ func (m *Mux) fail(raw net.Conn, ch byte, err error) {
 	case errors.Is(err, errBadChannel), errors.Is(err, errClosedChannel), errors.Is(err, errBadProof),
 		errors.Is(err, errBadIdentity), errors.Is(err, errCertIdentity):
 		m.rejected.Add(1)
-		if n, ok := m.warnLimit.allow(); ok {
+		if n, ok := m.warnLimit.Allow(); ok {
 			m.log.Warn("connection rejected", "remote", raw.RemoteAddr(), "channel", channelName(ch), "reason", err, "suppressed", n)
 		}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
@@ -292,7 +294,7 @@ func (m *Mux) fail(raw net.Conn, ch byte, err error) {
 		m.log.Debug("connection closed during the handshake", "remote", raw.RemoteAddr(), "error", err)
 	default:
 		m.failed.Add(1)
-		if n, ok := m.warnLimit.allow(); ok {
+		if n, ok := m.warnLimit.Allow(); ok {
 			m.log.Warn("handshake failed", "remote", raw.RemoteAddr(), "error", err, "suppressed", n)
 		}
 	}
@@ -380,22 +382,4 @@ func (l *listener) drain() {
 			return
 		}
 	}
-}
-
-// logLimit lets one warning through per second and counts the ones it holds back, so a flood
-// of bad connections cannot flood the log.
-type logLimit struct {
-	next       atomic.Int64 // unix nanoseconds before which warnings are held back
-	suppressed atomic.Uint64
-}
-
-// allow reports whether to log now and how many warnings were held back since the last one.
-func (l *logLimit) allow() (suppressed uint64, ok bool) {
-	now := time.Now().UnixNano()
-	next := l.next.Load()
-	if now < next || !l.next.CompareAndSwap(next, now+int64(time.Second)) {
-		l.suppressed.Add(1)
-		return 0, false
-	}
-	return l.suppressed.Swap(0), true
 }

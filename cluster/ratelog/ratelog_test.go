@@ -48,3 +48,19 @@ func TestBoundedSources(t *testing.T) {
 		t.Fatalf("%d lines let through, %d sources remembered; want 5 (4 remembered + 1 overflow) and 4", let, len(l.last))
 	}
 }
+
+func TestPerSecond(t *testing.T) {
+	var l PerSecond
+	if _, ok := l.Allow(); !ok {
+		t.Fatal("the first line was held back")
+	}
+	for range 5 {
+		if _, ok := l.Allow(); ok {
+			t.Fatal("a second line within the second was let through")
+		}
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if n, ok := l.Allow(); !ok || n != 5 {
+		t.Fatalf("after a second: ok %v, %d held back; want true, 5", ok, n)
+	}
+}

@@ -2,11 +2,11 @@ package server
 
 import (
 	"container/list"
-	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/latchd/latch/cluster/netpeek"
 )
 
 // staleHandshake: a connection still in the handshake this long after accept may make room
@@ -77,7 +77,7 @@ func (h *handshakes) evict(now time.Time) *session {
 			if now.Sub(ss.hs.at) <= staleHandshake {
 				continue
 			}
-		} else if hasInput(ss.nc) {
+		} else if netpeek.HasInput(ss.nc) {
 			ss.hs.spoke.Store(true)
 			continue
 		}
@@ -87,39 +87,4 @@ func (h *handshakes) evict(now time.Time) *session {
 		return ss
 	}
 	return nil
-}
-
-// hasInput reports whether bytes from the client wait in nc's socket buffer (for TLS, the
-// TCP connection under it), without reading them or blocking. False when it cannot tell.
-func hasInput(nc net.Conn) bool {
-	if tc, ok := nc.(interface{ NetConn() net.Conn }); ok {
-		nc = tc.NetConn()
-	}
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	return peek(rc)
-}
-
-// logLimit lets one warning through per second and counts the ones it holds back, so a flood
-// of refused connections cannot flood the log.
-type logLimit struct {
-	next       atomic.Int64 // unix nanoseconds before which warnings are held back
-	suppressed atomic.Uint64
-}
-
-// allow reports whether to log now and how many warnings were held back since the last one.
-func (l *logLimit) allow() (suppressed uint64, ok bool) {
-	now := time.Now().UnixNano()
-	next := l.next.Load()
-	if now < next || !l.next.CompareAndSwap(next, now+int64(time.Second)) {
-		l.suppressed.Add(1)
-		return 0, false
-	}
-	return l.suppressed.Swap(0), true
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/ratelog"
 	"github.com/latchd/latch/wire"
 )
 
@@ -29,7 +30,7 @@ type Server struct {
 	wg       sync.WaitGroup
 	active   atomic.Int64 // client sessions, handshaking ones included
 	hs       handshakes   // client sessions that have not finished the handshake
-	limitLog logLimit
+	limitLog ratelog.PerSecond
 }
 
 // New returns a server for node. Serve starts it.
@@ -93,7 +94,7 @@ func (s *Server) admit(nc net.Conn) {
 		victim := s.hs.evict(time.Now())
 		if victim == nil {
 			s.m.ConnsRefused.Inc()
-			if n, ok := s.limitLog.allow(); ok {
+			if n, ok := s.limitLog.Allow(); ok {
 				s.log.Warn("connection limit reached; refusing connection", "remote", nc.RemoteAddr().String(),
 					"max_conns", s.cfg.MaxConns, "max_handshakes", s.cfg.maxHandshakes(), "in_handshake", s.hs.len(), "suppressed", n)
 			}
@@ -106,7 +107,7 @@ func (s *Server) admit(nc net.Conn) {
 		// while fewer than MaxHandshakes newer ones have come in, and its hello may still be
 		// on its way.
 		defer runtime.Gosched()
-		if n, ok := s.limitLog.allow(); ok {
+		if n, ok := s.limitLog.Allow(); ok {
 			s.log.Warn("connection limit reached; closing the oldest silent connection in the handshake to make room",
 				"remote", victim.nc.RemoteAddr().String(), "max_conns", s.cfg.MaxConns, "max_handshakes", s.cfg.maxHandshakes(), "suppressed", n)
 		}
