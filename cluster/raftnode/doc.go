@@ -41,8 +41,9 @@
 // cluster/outcome: ErrNotApplied (never appended: nothing changed, safe to retry) or
 // ErrMaybeApplied (appended, or may have been: the client must be told the outcome is
 // unknown), with the cause, following the table in shared/notes/hashicorp-raft.md section 1
-// (see classify). A command refused because this node does not lead is ErrNotLeader, which
-// is ErrNotApplied too. An entry the FSM rejects as malformed (fsm.ErrBatchMalformed) was
+// (see classify). A command refused because this node does not lead is ErrNotLeader, and
+// one that can never be carried out as it is (it fails fsm's validation, or its group is too
+// large or holds such a command) is Rejected; both are ErrNotApplied too. An entry the FSM rejects as malformed (fsm.ErrBatchMalformed) was
 // applied nowhere, so its commands get ErrNotApplied; any other error response (a halted
 // FSM, fsm.ErrHalted) is for an entry that is in the log and that upgraded replicas apply,
 // so ErrMaybeApplied.

@@ -92,5 +92,9 @@ func classify(err error, index uint64) error {
 // notApplied is the outcome "not applied", because of reason.
 func notApplied(reason error) error { return oc.New(oc.NotApplied, reason) }
 
+// refused is the outcome Rejected ("not applied, and never will be as it is"), because of
+// reason: the command (or its group) itself cannot be carried out.
+func refused(reason error) error { return oc.New(oc.Rejected, reason) }
+
 // maybeApplied is the outcome "may or may not have been applied", because of reason.
 func maybeApplied(reason error) error { return oc.New(oc.MaybeApplied, reason) }

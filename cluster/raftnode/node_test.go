@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	oc "github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/fsm"
 )
 
@@ -46,6 +47,9 @@ func TestSingleNodeBootstrap(t *testing.T) {
 	if !errors.Is(err, ErrNotApplied) || !errors.Is(err, fsm.ErrInvalidCommand) || !exactlyOneOutcome(err) {
 		t.Fatalf("invalid command: %v, want ErrNotApplied wrapping fsm.ErrInvalidCommand", err)
 	}
+	if k, _ := oc.Of(err); k != oc.Rejected {
+		t.Fatalf("invalid command: outcome %v, want Rejected", k)
+	}
 	if n.Status().Commands != before || n.raft.LastIndex() != idx {
 		t.Fatal("invalid command was proposed")
 	}
@@ -73,7 +77,7 @@ func TestSingleNodeBootstrap(t *testing.T) {
 	}
 	n.SubmitGroup(big...)
 	for range big {
-		if err := <-errs; !errors.Is(err, ErrNotApplied) || !errors.Is(err, ErrGroupTooLarge) {
+		if err := <-errs; !errors.Is(err, oc.ErrRejected) || !errors.Is(err, ErrNotApplied) || !errors.Is(err, ErrGroupTooLarge) {
 			t.Fatalf("oversized group: %v", err)
 		}
 	}

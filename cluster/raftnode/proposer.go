@@ -69,8 +69,8 @@ type entry struct {
 // results are those of that order. A command rejected up front (see below) may be answered
 // before commands submitted earlier; it changed nothing.
 //
-// Rejected up front, with ErrNotApplied wrapping the reason: a command that fails
-// cmd.Validate (the reason wraps fsm.ErrInvalidCommand); any command while this node is not
+// Rejected up front, with an error that is ErrNotApplied: a command that fails cmd.Validate
+// (the outcome Rejected, wrapping fsm.ErrInvalidCommand); any command while this node is not
 // the established leader (ErrNotLeader, naming the leader if known); more than MaxQueue
 // commands waiting to be packed (ErrQueueFull: the queue is bounded, Submit sheds load
 // rather than block); a node shutting down (ErrShutdown).
@@ -95,19 +95,19 @@ func (n *Node) SubmitGroup(ps ...Proposal) {
 	bad := false
 	for i, p := range ps {
 		if err := p.Cmd.Validate(); err != nil {
-			errs[i], bad = notApplied(err), true
+			errs[i], bad = refused(err), true
 		}
 	}
 	if !bad && len(ps) > n.cfg.MaxBatch {
 		bad = true
 		for i := range errs {
-			errs[i] = notApplied(fmt.Errorf("%w (%d commands, MaxBatch %d)", ErrGroupTooLarge, len(ps), n.cfg.MaxBatch))
+			errs[i] = refused(fmt.Errorf("%w (%d commands, MaxBatch %d)", ErrGroupTooLarge, len(ps), n.cfg.MaxBatch))
 		}
 	}
 	if bad {
 		for i := range errs {
 			if errs[i] == nil {
-				errs[i] = notApplied(ErrGroupRejected)
+				errs[i] = refused(ErrGroupRejected)
 			}
 		}
 		n.reject(ps, errs, nil)
