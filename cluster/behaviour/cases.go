@@ -28,6 +28,9 @@ var cases = []struct {
 	{"waiter-times-out", waiterTimesOut},
 	{"wait-counts-from-read", waitCountsFromRead},
 	{"timed-out-waiter-is-skipped", timedOutWaiterIsSkipped},
+	{"lease-expires", leaseExpires},
+	{"lease-runs-from-grant", leaseRunsFromGrant},
+	{"expired-lease-seen-by-release", expiredLeaseSeenByRelease},
 }
 
 // Sections 1 and 4: a free key is granted with a token; held, an acquire with wait 0 is T at
