@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,21 +20,38 @@ import (
 	"github.com/latchd/latch/wire/wiretest"
 )
 
-// freePorts reserves n distinct loopback ports (listen, note, close). Another process could
-// take one in between; the cluster tests then fail loudly at startup, never silently.
+// Ports for processes that must keep their address across restarts come from below the
+// kernel's ephemeral range (32768-60999 by default), so that no outgoing connection and no
+// ":0" listener of another test can take one between the probe and the bind: with ports the
+// kernel had handed out, a busy run lost one now and then ("address already in use").
+const (
+	portLow  = 20000
+	portHigh = 32000
+)
+
+var nextPort atomic.Int32
+
+func init() { nextPort.Store(int32(portLow + os.Getpid()%(portHigh-portLow))) }
+
+// freePorts reserves n distinct loopback ports (each probed by a listen and closed again),
+// never the same one twice in this process. A port some other program holds is skipped.
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
 	var out []string
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	for tries := 0; len(out) < n; tries++ {
+		if tries > 10*(portHigh-portLow) {
+			t.Fatalf("no free loopback port in %d-%d", portLow, portHigh)
 		}
-		lns = append(lns, ln)
+		p := nextPort.Add(1)
+		if p >= portHigh {
+			nextPort.CompareAndSwap(p, portLow)
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
 		out = append(out, ln.Addr().String())
-	}
-	for _, ln := range lns {
 		ln.Close()
 	}
 	return out
