@@ -59,6 +59,11 @@ type NodeState struct {
 	// member that lags behind a membership change and asks whether a sender it does not know
 	// is a member (raftnode.Config.Vouch).
 	Servers []raftnode.Server `json:"servers,omitempty"`
+	// Leading and Commit: whether this node leads (leadership established) and its commit
+	// index, for a follower's readiness (raftnode.Config.LeaderCommit). Commit is nil only
+	// from a latch older than these fields (and there Leading is always false).
+	Leading bool    `json:"leading,omitempty"`
+	Commit  *uint64 `json:"commit_index,omitempty"`
 }
 
 // HasHistory reports whether the node has raft history beyond a bootstrap configuration:

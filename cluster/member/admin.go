@@ -164,7 +164,8 @@ func (m membership) State() (admin.NodeState, error) {
 	r := m.rp.Load()
 	switch {
 	case r != nil:
-		return admin.NodeState{ID: m.id, LastIndex: r.Progress().LastLogIndex, Servers: r.Servers()}, nil
+		p := r.Progress()
+		return admin.NodeState{ID: m.id, LastIndex: p.LastLogIndex, Servers: r.Servers(), Leading: p.Leading, Commit: &p.CommitIndex}, nil
 	case m.starting:
 		return admin.NodeState{ID: m.id, Starting: true}, nil
 	default:

@@ -128,7 +128,7 @@ func (m *Member) openRaft(stream *peer.StreamLayer, dir string, adapter *raftAda
 	if !hasState && !bootstrap && !rcfg.Bootstrap {
 		voteQuarantine(m.log, rcfg.ElectionTimeout)
 	}
-	rcfg.Vouch = vouch(m.mux)
+	rcfg.Vouch, rcfg.LeaderCommit = vouch(m.mux), leaderCommit(m.mux)
 	rcfg.OnLeader, rcfg.OnFollower, rcfg.OnLeaderChange = m.lead, m.follow, m.leaderAt
 	r, err := raftnode.Open(rcfg)
 	if err != nil {

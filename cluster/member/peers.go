@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -51,6 +52,27 @@ func vouch(mux *peer.Mux) func(ctx context.Context, id string, members []raftnod
 			}
 		}
 		return "", false
+	}
+}
+
+// leaderCommit asks the leader over the admin channel for its commit index
+// (raftnode.Config.LeaderCommit). The node at addr must be id and say it leads. A latch older
+// than the answer's commit index (a rolling upgrade) answers with its last log index only:
+// that is at least its commit index, so a follower that has applied it has caught up too.
+func leaderCommit(mux *peer.Mux) func(ctx context.Context, id, addr string) (uint64, error) {
+	return func(ctx context.Context, id, addr string) (uint64, error) {
+		st, err := probe(ctx, mux, addr)
+		switch {
+		case err != nil:
+			return 0, err
+		case st.ID != id:
+			return 0, fmt.Errorf("the node at %s is %q, not %q", addr, st.ID, id)
+		case st.Commit == nil:
+			return st.LastIndex, nil // an older latch
+		case !st.Leading:
+			return 0, fmt.Errorf("%s does not lead (yet, or any more)", id)
+		}
+		return *st.Commit, nil
 	}
 }
 

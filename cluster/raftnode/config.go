@@ -166,6 +166,15 @@ type Config struct {
 	// time, at most every 100 ms and every 5 s per sender; it must return when ctx ends.
 	// Nil: no member is asked, and such a member must be wiped and added again.
 	Vouch func(ctx context.Context, id string, members []Peer) (addr string, ok bool)
+
+	// LeaderCommit, if set, asks the leader (its ID and advertised address) for its commit
+	// index (the leader answers with Node.LeaderCommit), for Ready on a follower: a follower
+	// is ready once it has applied what the leader had committed when asked. It runs on a
+	// goroutine of its own, one at a time, at most every 500 ms while Ready is called; it
+	// must return when ctx ends. Nil: a follower compares with raft's own commit index,
+	// which on a follower is not the leader's (ready.go), so a restarted follower may look
+	// ready before it has caught up.
+	LeaderCommit func(ctx context.Context, id, addr string) (uint64, error)
 }
 
 // DefaultConfig returns a Config with every default filled in; set ID, DataDir and a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,6 +57,16 @@ type tcluster struct {
 	peers []Peer // InitialCluster; nil for a Bootstrap cluster of one
 	mut   func(*Config)
 	net   *rafttest.Net // the in-memory network; nil: TCP transports on 127.0.0.1
+	live  sync.Map      // id -> *Node of each running node, for askLeader
+}
+
+// askLeader is the test nodes' Config.LeaderCommit: it asks the running node id itself.
+func (c *tcluster) askLeader(_ context.Context, id, _ string) (uint64, error) {
+	n, ok := c.live.Load(id)
+	if !ok {
+		return 0, fmt.Errorf("%s is not running", id)
+	}
+	return n.(*Node).LeaderCommit()
 }
 
 // transport is what a test node runs on: raft's in-memory or TCP transport.
@@ -144,6 +155,7 @@ func (c *tcluster) config(tn *tnode, tr raft.Transport, bootstrap bool) Config {
 	cfg.ApplyTimeout = testApply
 	cfg.OnLeader = func(*fsm.FSM) { tn.leads.Add(1) }
 	cfg.OnFollower = func() { tn.follow.Add(1) }
+	cfg.LeaderCommit = c.askLeader
 	if c.mut != nil {
 		c.mut(&cfg)
 	}
@@ -158,6 +170,7 @@ func (c *tcluster) openWith(tn *tnode, tr transport, bootstrap bool) {
 		c.t.Fatalf("open %s: %v", tn.id, err)
 	}
 	tn.n = n
+	c.live.Store(tn.id, n)
 }
 
 // restart reopens a shut-down node from its directory, on its old address (on TCP, the same
@@ -187,6 +200,7 @@ func (c *tcluster) shutdown(tn *tnode) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testShutdown)
 	defer cancel()
+	c.live.Delete(tn.id)
 	if err := tn.n.Shutdown(ctx); err != nil {
 		c.t.Errorf("shutdown %s: %v", tn.id, err)
 	}

@@ -64,8 +64,8 @@ type Node struct {
 	entries      atomic.Uint64 // entries proposed to raft
 	commands     atomic.Uint64 // commands in them
 
-	// Readiness (ops.go): the commit index the previous Ready call saw while a leader was known.
-	readyMark atomic.Uint64
+	// Readiness (ready.go): the leader's commit index as last asked.
+	ready readiness
 
 	closing      atomic.Bool
 	shutdownOnce sync.Once
@@ -151,6 +151,8 @@ func Open(cfg Config) (*Node, error) {
 		shutdownDone: make(chan struct{}),
 	}
 	n.q.signal = make(chan struct{}, 1)
+	n.ready.ask = cfg.LeaderCommit
+	n.ready.ctx, n.ready.cancel = context.WithCancel(context.Background())
 	n.members.log, n.members.self, n.members.vouch = n.log, cfg.ID, cfg.Vouch
 	n.filter = newFilter(trans, &n.members, n.log)
 	if n.addr != string(trans.LocalAddr()) {
@@ -262,6 +264,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 
 func (n *Node) shutdown(ctx context.Context) error {
 	n.closing.Store(true) // Submit and the proposer reject from here on
+	n.ready.cancel()
 	var errs []error
 
 	if n.raft.State() == raft.Leader && n.otherVoters() > 0 {

@@ -221,13 +221,13 @@ func TestQueueFull(t *testing.T) {
 	}
 }
 
-// An empty node started without Bootstrap or InitialCluster knows no leader, is not ready
-// and rejects commands as not leader.
+// An empty node started without Bootstrap or InitialCluster is in no configuration, is not
+// ready and rejects commands as not leader.
 func TestEmptyNodeWaitsToJoin(t *testing.T) {
 	c := &tcluster{t: t, log: testLogger(t)}
 	t.Cleanup(c.shutdownAll)
 	tn := c.add()
-	if err := tn.n.Ready(); err == nil || !strings.Contains(err.Error(), "no leader known") {
+	if err := tn.n.Ready(); err == nil || !strings.Contains(err.Error(), "not a member yet") {
 		t.Fatalf("ready: %v", err)
 	}
 	start := time.Now()

@@ -2,7 +2,6 @@ package raftnode
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -73,40 +72,6 @@ func (n *Node) Status() Status {
 	s.Queued = n.q.count
 	n.q.mu.Unlock()
 	return s
-}
-
-// Ready returns nil when this node can serve its part: a leader is known (if it is this
-// node, with leadership established), the FSM has not halted, and raft has applied the log
-// up to the commit index this node saw at the previous Ready call while a leader was known
-// (at the first such call: the current one). So a node catching up after a restart is not
-// ready until it has replayed what was committed, while a node keeping up under load, whose
-// applied index always trails its commit index a little, stays ready. It does not require
-// leadership: followers forward. Otherwise the error says why.
-func (n *Node) Ready() error {
-	if n.closing.Load() {
-		return ErrShutdown
-	}
-	if err := n.fsm.Err(); err != nil {
-		return err
-	}
-	id, addr := n.Leader()
-	if id == "" {
-		n.readyMark.Store(0)
-		return errors.New("raftnode: no leader known: an election is under way, a quorum is unreachable, " +
-			"or this node is waiting to be added to the cluster")
-	}
-	if id == n.cfg.ID && !n.IsLeader() {
-		return errors.New("raftnode: elected leader, establishing leadership (barrier)")
-	}
-	commit, applied := n.raft.CommitIndex(), n.raft.AppliedIndex()
-	target := n.readyMark.Swap(commit)
-	if target == 0 || target > commit {
-		target = commit
-	}
-	if applied < target {
-		return fmt.Errorf("raftnode: catching up with leader %s (%s): applied index %d, commit index %d", id, addr, applied, target)
-	}
-	return nil
 }
 
 // servers returns the latest configuration (possibly not yet committed), or nil.
