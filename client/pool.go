@@ -191,8 +191,8 @@ func (cl *Client) tried(avoid map[int]bool) string {
 		switch {
 		case avoid[i]:
 			parts[i] = addr + " answered E unavailable (no leader, or shutting down)"
-		case s.lastErr != nil:
-			parts[i] = s.lastErr.Error()
+		case s.lastErr != nil: // it names addr; a dial error names it twice
+			parts[i] = strings.TrimPrefix(s.lastErr.Error(), "dial "+addr+": ")
 		case up[i]:
 			parts[i] = addr + " connected but did not take it in time"
 		case s.tried:
