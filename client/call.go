@@ -62,12 +62,14 @@ type call struct {
 
 	mu        sync.Mutex
 	state     state
-	cn        *conn     // sending: the connection it was handed to
-	stamped   uint8     // sending, acquire: the wait written into the frame
-	writtenAt time.Time // sending: when the writer stamped it, just before writing
-	answerBy  time.Time // sending: when the caller gives up waiting for its answer
-	sent      bool      // some attempt may have reached a server
-	avoid     map[int]bool
+	cn        *conn         // sending: the connection it was handed to
+	stamped   uint8         // sending, acquire: the wait written into the frame
+	writtenAt time.Time     // sending: when the writer stamped it, just before writing
+	answerBy  time.Time     // sending: when the caller gives up waiting for its answer
+	sent      bool          // some attempt may have reached a server
+	avoid     map[int]bool  // servers that answered E unavailable during this call
+	retryAt   time.Time     // real time: before it, servers in avoid are not asked again
+	backoff   time.Duration // the last retry backoff after E unavailable
 	attempts  int
 	res       wire.Response
 	err       error

@@ -365,10 +365,10 @@ const closeGrace = IOTimeout + time.Second
 // Stats are the client's counters since New, for metrics and tests.
 type Stats struct {
 	Acquired      uint64 // tickets handed out
-	Timeouts      uint64 // ErrTimeout results (T, or unsent at the deadline)
+	Timeouts      uint64 // ErrTimeout results (T, or unsent at the deadline) that are not ErrUnavailable
 	Busy          uint64 // ErrBusy results
 	Indeterminate uint64 // ErrIndeterminate results of Acquire and Release
-	Unavailable   uint64 // ErrUnavailable results
+	Unavailable   uint64 // ErrUnavailable results (no server took the call)
 	Released      uint64 // Release calls answered R
 	NotHeld       uint64 // Release calls answered N
 
@@ -411,12 +411,12 @@ func (s *counters) count(err error) {
 	case err == nil:
 	case errors.Is(err, ErrIndeterminate):
 		s.indeterminate.Add(1)
+	case errors.Is(err, ErrUnavailable): // before ErrTimeout: no server took it
+		s.unavailable.Add(1)
 	case errors.Is(err, ErrTimeout):
 		s.timeouts.Add(1)
 	case errors.Is(err, ErrBusy):
 		s.busy.Add(1)
-	case errors.Is(err, ErrUnavailable):
-		s.unavailable.Add(1)
 	case errors.Is(err, ErrNotHeld):
 		s.notHeld.Add(1)
 	}

@@ -38,8 +38,14 @@
 //   - Still in the local queue at the deadline: ErrTimeout; nothing was sent.
 //   - Unsent failures (dial or handshake failed, the connection broke before any byte of the
 //     frame was written, or a server answered E unavailable) are sent again, with the same
-//     owner, on another connection within the deadline. Once a byte may have been sent, an
-//     acquire is never sent again.
+//     owner, within the deadline: the client rides through a leader election. Servers that
+//     answered E unavailable are asked again too, after a backoff (50 ms doubling to 1 s,
+//     jittered); others at once. Once a byte may have been sent, an acquire is never sent
+//     again.
+//   - No server took it during the whole call (every attempt refused with E unavailable, or
+//     no connection could be made): ErrTimeout and ErrUnavailable both, and the message
+//     names every server and what it last did (connection refused, not a latch server, E
+//     unavailable, ...).
 //   - Sent and not answered in time: exactly that connection is closed (the server then
 //     drops the request if it is still waiting) and the result is ErrIndeterminate.
 //
@@ -64,7 +70,8 @@
 //
 // Release. An explicit release has IOTimeout from the call, and a compensating release
 // IOTimeout from when it was queued, reconnects and resends included: a release whose
-// connection was lost, or that was answered E indeterminate, is sent again. R is success, N
+// connection was lost, or that was answered E indeterminate, is sent again, and one answered
+// E unavailable is retried with the backoff above. R is success, N
 // is ErrNotHeld; no answer is never success (ErrIndeterminate). At most
 // Config.CompensationQueue compensating releases run at once; beyond that the token is left
 // to end with its lease, and Stats.CompensationsDropped counts it.
@@ -87,11 +94,12 @@
 //
 // Config.Conns connections (default 2) are kept open; connection i starts at server
 // i mod len(Servers). A failed dial or handshake moves to the next server at once, and after
-// a whole round of failures backs off (50 ms doubling to 2 s, with jitter). A connection
+// a whole round of failures backs off (50 ms doubling to 1 s, with jitter). A connection
 // that dies is replaced in the background by dialing the next server. A connection whose
 // server answered E unavailable takes no new requests and is closed once its pending ones
 // are answered, so its slot moves on to another server; the request that got E unavailable
-// waits in the queue for a connection to a server that has not refused it. A connection on
+// waits in the queue, to be taken at once by a connection to a server that has not refused
+// it, or after its retry backoff by any connection. A connection on
 // which nothing was read for PingInterval is pinged, and closed if the pong does not come
 // within IOTimeout.
 //
@@ -102,12 +110,14 @@
 //   - nil from Acquire: you hold the lock until Ticket.Deadline. Use Ticket.Context for the
 //     work and pass Ticket.Token to every resource.
 //   - ErrTimeout: definitely not acquired (T, or never sent before the deadline). Retry later
-//     or wait longer. From Release: definitely not released; nothing was sent.
+//     or wait longer. From Release: definitely not released; nothing was sent. Test
+//     ErrUnavailable first to tell "no server could take it" from "the lock was held".
 //   - ErrBusy: definitely not acquired; the server's admission is closed. Back off.
 //   - ErrIndeterminate: may or may not hold. Do not act as the holder; the lock, if held,
 //     ends with its lease (a known token is released in the background). Retrying is safe.
-//   - ErrUnavailable: definitely not applied; every server tried could not serve (no
-//     leader, shutting down). Retry later.
+//   - ErrUnavailable: definitely not applied; no server could take it during the whole call
+//     (no leader, shutting down, unreachable, not a latch server). Retry later. At the
+//     deadline it comes with ErrTimeout.
 //   - ErrNotHeld (Release): the lock had already expired or been released, or the token is
 //     not the current one. If you were still working under it, your work may have
 //     overlapped another holder: that is what the fencing token protects against.

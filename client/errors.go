@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -13,7 +14,8 @@ import (
 var (
 	// ErrTimeout: definitely not acquired. The server answered T (the lock was still held
 	// when the wait ran out), or the request was still in the local queue at the deadline
-	// and was never sent.
+	// and was never sent. When no server could take it at all, the error is ErrUnavailable
+	// too: test that first to tell "latch is down" from "the lock is held".
 	ErrTimeout = errors.New("latch: not acquired (definite): the lock stayed held for the whole wait, or no connection could send the request in time; retry later or wait longer")
 	// ErrBusy: definitely not acquired. The server's admission refused the acquire (B).
 	ErrBusy = errors.New("latch: not acquired (definite): the server is at its admission limit (busy); back off and retry")
@@ -31,8 +33,12 @@ var (
 	// ErrBadKey: the key breaks the key rules (locally: wrapped with the wire key error, and
 	// nothing was sent; or answered E bad_key by a server).
 	ErrBadKey = errors.New("latch: bad key")
-	// ErrUnavailable: every server tried answered E unavailable (or the pool could not
-	// reach one after such an answer) before the deadline. Definitely not applied.
+	// ErrUnavailable: no server could take the request during the whole call: every attempt
+	// was answered E unavailable (no leader, shutting down), or no server could be reached
+	// (dial refused, handshake failed, not a latch server). Definitely not applied. When it
+	// ends a call at its deadline, the error is ErrTimeout too (a definite non-acquire), and
+	// its message names the servers tried and what each last did. A waiter that its server
+	// drops when it shuts down is answered E unavailable too.
 	ErrUnavailable = errors.New("latch: unavailable (definite: not applied): no server could take the request (no leader, or shutting down); retry later")
 	// ErrTokenExhausted: the server's token counter is at its maximum; it grants no more.
 	ErrTokenExhausted = errors.New("latch: the server's token counter is exhausted; it cannot grant locks any more (restart a single server with a higher --token-floor, or migrate)")
@@ -89,6 +95,47 @@ func (e *ServerError) Is(target error) bool {
 	s, ok := reasonErrors[e.Reason]
 	return ok && s == target
 }
+
+// unreachableError is the result of a call that no server took during its whole time: every
+// attempt was refused with E unavailable, or no connection could be made (dial refused,
+// handshake failed, not a latch server). It is a definite no (nothing was applied), so it is
+// ErrTimeout as before, and ErrUnavailable, which says why; a call bounded by its context's
+// deadline is context.DeadlineExceeded too.
+type unreachableError struct {
+	kind     kind
+	refused  bool   // some server answered E unavailable
+	ctxBound bool   // the context's deadline ended it
+	tried    string // each server and what it last did, from Client.tried
+}
+
+func (e *unreachableError) Error() string {
+	what := "nothing was applied"
+	switch e.kind {
+	case kindAcquire:
+		what = "not acquired"
+	case kindRelease:
+		what = "not released; the lock, if still held, ends with its lease"
+	}
+	how := "guaranteed unsent"
+	if e.refused {
+		how = "every attempt was refused with E unavailable or not sent"
+	}
+	when := "its deadline"
+	if e.ctxBound {
+		when = "the context's deadline"
+	}
+	return fmt.Sprintf("latch: unavailable: no server answered the %s before %s; %s (definite: %s); tried %s", e.kind, when, what, how, e.tried)
+}
+
+func (e *unreachableError) Unwrap() []error {
+	if e.ctxBound {
+		return []error{ErrUnavailable, ErrTimeout, context.DeadlineExceeded}
+	}
+	return []error{ErrUnavailable, ErrTimeout}
+}
+
+// errNotLatch is a handshake answered with bytes that are not latch/1.
+var errNotLatch = errors.New("not a latch server: it answered the latch hello with something else; check the address and port (--servers)")
 
 // Errors internal to the transport; they end in one of the sentinels before reaching a caller.
 var (

@@ -29,6 +29,8 @@ func Example() {
 		Lease: 60 * time.Second,
 	})
 	switch {
+	case errors.Is(err, client.ErrUnavailable):
+		log.Fatal(err) // no server took it during the whole wait: latch is down, say so
 	case errors.Is(err, client.ErrTimeout), errors.Is(err, client.ErrBusy):
 		fmt.Println("someone else runs it; skipping")
 		return

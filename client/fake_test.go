@@ -307,20 +307,19 @@ func TestFakeUnavailableFailsOver(t *testing.T) {
 		}
 	})
 	t.Run("every server unavailable", func(t *testing.T) {
+		// Every server refuses every attempt: the call asks them again until its deadline,
+		// then says that no server answered, and which ones it tried.
 		fs1, fs2 := newFakeServer(t), newFakeServer(t)
+		e := newElecting(t, fs1, fs2)
 		cl := newTestClient(t, Config{Servers: []string{fs1.addr, fs2.addr}, Conns: 1})
-		ch := acquireAsync(cl, context.Background(), "u", 0, AcquireOptions{Wait: time.Minute})
-		for _, fs := range []*fakeServer{fs1, fs2} {
-			fc := fs.next(t)
-			a := fc.expect(t, wire.OpAcquire)
-			fc.send(t, errResp(a.Owner, wire.ReasonUnavailable))
-		}
+		ch := acquireAsync(cl, context.Background(), "u", 0, AcquireOptions{Wait: 2 * time.Second})
 		r := wait(t, ch, bound)
-		if !errors.Is(r.err, ErrUnavailable) || errors.Is(r.err, ErrIndeterminate) {
-			t.Fatalf("Acquire: %v, want ErrUnavailable", r.err)
-		}
+		unreachable(t, "Acquire", r.err, fs1.addr+" answered E unavailable", fs2.addr+" answered E unavailable")
 		if st := cl.Stats(); st.Unavailable != 1 {
 			t.Fatalf("stats %+v", st)
+		}
+		if n := e.refused.Load(); n < 3 {
+			t.Fatalf("%d attempts refused: want the servers asked again within the wait", n)
 		}
 	})
 }

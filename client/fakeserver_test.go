@@ -33,6 +33,7 @@ type fakeServer struct {
 	conns     chan *fakeConn
 	accepted  atomic.Int32
 	handshook atomic.Int32
+	failHello atomic.Int32 // connections left to fail in the handshake
 
 	mu   sync.Mutex
 	all  []*fakeConn
@@ -47,17 +48,22 @@ func withBadProof() fakeOption                { return func(f *fakeServer) { f.b
 func withHelloError(r wire.Reason) fakeOption { return func(f *fakeServer) { f.helloE = r } }
 func withGate(g chan struct{}) fakeOption     { return func(f *fakeServer) { f.gate = g } }
 func withTLS(c *tls.Config) fakeOption        { return func(f *fakeServer) { f.tls = c } }
+func withAddr(addr string) fakeOption         { return func(f *fakeServer) { f.addr = addr } }
+
+// withFailedHandshakes makes the first n connections end right after the client's hello.
+func withFailedHandshakes(n int32) fakeOption { return func(f *fakeServer) { f.failHello.Store(n) } }
 
 func newFakeServer(t *testing.T, opts ...fakeOption) *fakeServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	fs := &fakeServer{ln: ln, addr: ln.Addr().String(), conns: make(chan *fakeConn, 64), done: make(chan struct{})}
+	fs := &fakeServer{addr: "127.0.0.1:0", conns: make(chan *fakeConn, 64), done: make(chan struct{})}
 	for _, o := range opts {
 		o(fs)
 	}
+	ln, err := net.Listen("tcp", fs.addr)
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	fs.ln, fs.addr = ln, ln.Addr().String()
 	if fs.tls != nil {
 		fs.ln = tls.NewListener(ln, fs.tls)
 	}
@@ -101,6 +107,9 @@ func (fs *fakeServer) handshake(fc *fakeConn) error {
 		return fmt.Errorf("bad client hello %+v", h)
 	}
 	fc.clientHello = h
+	if fs.failHello.Add(-1) >= 0 {
+		return errors.New("handshake failure injected")
+	}
 	if fs.gate != nil {
 		select {
 		case <-fs.gate:

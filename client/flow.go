@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/latchd/latch/wire"
@@ -57,17 +58,18 @@ func (cl *Client) submit(c *call, internal bool) error {
 }
 
 // take hands the writer of cn the calls it may send now, in queue order, at most
-// wire.ReplyBatch: it skips calls whose server cn answered E unavailable, finishes calls whose
-// deadline has passed (they were never sent), and stamps the rest just before the write.
+// wire.ReplyBatch: it skips calls whose server cn answered E unavailable until their retry
+// backoff has passed, finishes calls whose deadline has passed (they were never sent), and
+// stamps the rest just before the write.
 func (cl *Client) take(cn *conn, out []*call) []*call {
 	q := cl.q
-	now := cl.clock.Now()
+	now, realNow := cl.clock.Now(), time.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for c := q.head; c != nil && len(out) < wire.ReplyBatch; {
 		next := c.next
 		c.mu.Lock()
-		if c.avoid[cn.server] {
+		if c.avoid[cn.server] && realNow.Before(c.retryAt) {
 			c.mu.Unlock()
 			c = next
 			continue
@@ -104,8 +106,18 @@ type requeueHow uint8
 
 const (
 	requeueUnsent      requeueHow = iota // none of its bytes was written
-	requeueUnavailable                   // answered E unavailable: not applied; avoid that server
+	requeueUnavailable                   // answered E unavailable: not applied; retry after a backoff
 	requeueResend                        // a release or ping that may have been sent: send again
+)
+
+// Retry backoff (real time) of a call answered E unavailable: the server that said so, and
+// every other that said so before in the same call, is asked again only after it. It starts
+// at retryMin and doubles up to retryMax, each drawn from its upper half (jitter), so that a
+// call rides through a leader election within its deadline without hammering the servers.
+// Servers that have not refused the call are asked at once.
+const (
+	retryMin = 50 * time.Millisecond
+	retryMax = time.Second
 )
 
 // requeue puts a call that cn held back at the front of the queue, if its deadline allows;
@@ -119,12 +131,16 @@ func (cl *Client) requeue(c *call, cn *conn, how requeueHow, cause error) {
 	if c.state != stateSending || c.cn != cn {
 		return
 	}
+	var retryIn time.Duration
 	switch how {
 	case requeueUnavailable:
 		if c.avoid == nil {
 			c.avoid = map[int]bool{}
 		}
 		c.avoid[cn.server] = true
+		c.backoff = min(max(2*c.backoff, retryMin), retryMax)
+		retryIn = c.backoff/2 + rand.N(c.backoff/2+1)
+		c.retryAt = time.Now().Add(retryIn)
 	case requeueResend:
 		c.sent = true
 	}
@@ -135,16 +151,21 @@ func (cl *Client) requeue(c *call, cn *conn, how requeueHow, cause error) {
 	case q.hardClosed:
 		c.finishLocked(wire.Response{}, cl.closedErr(c))
 		return
-	case len(c.avoid) >= len(cl.cfg.Servers):
-		c.finishLocked(wire.Response{}, cl.unsentErr(c))
-		return
 	case !cl.clock.Now().Before(c.deadline):
 		c.finishLocked(wire.Response{}, cl.unsentErr(c))
 		return
 	}
 	q.pushLocked(c, true)
+	if retryIn > 0 {
+		// Writers skip it until then: wake them when the backoff is over.
+		time.AfterFunc(retryIn, func() {
+			q.mu.Lock()
+			q.wakeLocked()
+			q.mu.Unlock()
+		})
+	}
 	cl.st.failovers.Add(1)
-	cl.log.Debug("latch client: request goes back to the queue", "op", c.kind.String(), "owner", c.owner, "server", cn.addr, "cause", cause)
+	cl.log.Debug("latch client: request goes back to the queue", "op", c.kind.String(), "owner", c.owner, "server", cn.addr, "cause", cause, "retry_in", retryIn)
 }
 
 // lost settles a call whose connection ended after it may have been sent: an acquire is
@@ -323,15 +344,13 @@ func (cl *Client) unsentErr(c *call) error {
 	switch {
 	case c.sent:
 		return fmt.Errorf("%w: no answer to the %s before its deadline after an earlier attempt may have been sent", ErrIndeterminate, c.kind)
-	case len(c.avoid) > 0:
-		return fmt.Errorf("%w (%d of %d servers answered unavailable; no other took it before the deadline)", &ServerError{Reason: wire.ReasonUnavailable}, len(c.avoid), len(cl.cfg.Servers))
+	case len(c.avoid) > 0 || cl.connError() != nil:
+		// No server took it during the whole call: still a definite no, and also unavailable.
+		return &unreachableError{kind: c.kind, refused: len(c.avoid) > 0, ctxBound: c.ctxBound, tried: cl.tried(c.avoid)}
 	}
-	why := "still queued at the deadline"
+	why := "still queued at the deadline: the connections were busy"
 	if c.ctxBound {
 		why += " (the context's deadline)"
-	}
-	if err := cl.connError(); err != nil {
-		why += "; no connection: " + err.Error()
 	}
 	switch {
 	case c.kind == kindAcquire && c.ctxBound:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/latchd/latch/wire"
@@ -174,6 +175,35 @@ func (cl *Client) connError() error {
 	return errNoConnection
 }
 
+// tried says, for each server, what it last did: answered E unavailable to this call (those
+// in avoid), failed its last dial or handshake (with the error, which names it), is
+// connected, or was not tried yet. It names every address of Config.Servers.
+func (cl *Client) tried(avoid map[int]bool) string {
+	cl.pmu.Lock()
+	defer cl.pmu.Unlock()
+	up := map[int]bool{}
+	for cn := range cl.conns {
+		up[cn.server] = true
+	}
+	parts := make([]string, len(cl.cfg.Servers))
+	for i, addr := range cl.cfg.Servers {
+		s := cl.servers[i]
+		switch {
+		case avoid[i]:
+			parts[i] = addr + " answered E unavailable (no leader, or shutting down)"
+		case s.lastErr != nil: // it names addr; a dial error names it twice
+			parts[i] = strings.TrimPrefix(s.lastErr.Error(), "dial "+addr+": ")
+		case up[i]:
+			parts[i] = addr + " connected but did not take it in time"
+		case s.tried:
+			parts[i] = addr + " connected, then the connection ended"
+		default:
+			parts[i] = addr + " not reached yet (a dial or handshake in progress)"
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
 func (cl *Client) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", addr)
@@ -286,6 +316,8 @@ func (refusedError) Unwrap() error { return &ServerError{Reason: wire.ReasonUnav
 func handshakeFrame(fr *frameReader, addr string, want wire.Op) (wire.Response, error) {
 	r, err := fr.next()
 	switch {
+	case err != nil && errors.Is(err, errProtocol):
+		return r, fmt.Errorf("handshake with %s: %w (%v)", addr, errNotLatch, err)
 	case err != nil:
 		return r, fmt.Errorf("handshake with %s: %w", addr, err)
 	case r.Op == wire.OpError && r.Reason == wire.ReasonUnavailable:
@@ -293,7 +325,7 @@ func handshakeFrame(fr *frameReader, addr string, want wire.Op) (wire.Response, 
 	case r.Op == wire.OpError:
 		return r, fmt.Errorf("handshake with %s: %w", addr, &ServerError{Reason: r.Reason})
 	case r.Op != want:
-		return r, fmt.Errorf("handshake with %s: %w: got %s, want %s", addr, errProtocol, r.Op, want)
+		return r, fmt.Errorf("handshake with %s: %w (%w: got %s, want %s)", addr, errNotLatch, errProtocol, r.Op, want)
 	}
 	return r, nil
 }

@@ -229,8 +229,8 @@ func errName(err error) string {
 		err  error
 		name string
 	}{
-		{client.ErrTimeout, "timeout"}, {client.ErrBusy, "busy"}, {client.ErrIndeterminate, "indeterminate"},
-		{client.ErrNotHeld, "not_held"}, {client.ErrUnavailable, "unavailable"}, {client.ErrTokenExhausted, "token_exhausted"},
+		{client.ErrIndeterminate, "indeterminate"}, {client.ErrUnavailable, "unavailable"}, {client.ErrTimeout, "timeout"},
+		{client.ErrBusy, "busy"}, {client.ErrNotHeld, "not_held"}, {client.ErrTokenExhausted, "token_exhausted"},
 		{client.ErrQueueFull, "queue_full"}, {client.ErrClosed, "closed"},
 	} {
 		if errors.Is(err, e.err) {

@@ -20,8 +20,8 @@ import (
 const (
 	exitNotHeld       = 1  // release: the token does not hold the key (N)
 	exitUsage         = 64 // bad input: key, duration out of range, missing arguments
-	exitUnavailable   = 69 // no server answered, auth failed, or the client could not work
-	exitNotAcquired   = 75 // the lock was not acquired: still held when the wait ran out, or busy
+	exitUnavailable   = 69 // no server answered (or all said unavailable), auth failed, or not a latch server
+	exitNotAcquired   = 75 // a server said the lock was held when the wait ran out, or busy
 	exitIndeterminate = 76 // unknown whether the lock was taken or released; nothing was run
 	exitKilled        = 79 // run: the command was killed because its lease was ending
 )
@@ -30,8 +30,9 @@ const exitCodesHelp = `Exit codes:
    0     acquired / released (run: the command's own status is passed through)
    1     release: the token does not hold the key (already released or expired)
    64    bad input (key, duration out of range, missing arguments)
-   69    no server could be reached, or the handshake failed
-   75    not acquired: the lock was still held when --wait ran out, or the server was busy
+   69    unavailable: no server could be reached or took the request during the whole call
+         (down, no leader, not a latch server), or the handshake failed; nothing was applied
+   75    not acquired: a server said the lock was still held when --wait ran out, or was busy
    76    indeterminate: the lock may or may not have been taken; run did not start the command
    79    run: the command was killed because its lease was ending
    128+N run: the command died of signal N`
@@ -90,6 +91,9 @@ func clientSecret(c *cli.Context) ([]byte, error) {
 func exitFor(verb string, err error) error {
 	code := exitUnavailable
 	switch {
+	case errors.Is(err, client.ErrUnavailable) && !errors.Is(err, client.ErrIndeterminate):
+		// No server took it (down, no leader, not a latch server): 69, even though it is a
+		// definite non-acquire (ErrTimeout) too. 75 means a server said the lock was held.
 	case errors.Is(err, client.ErrTimeout), errors.Is(err, client.ErrBusy):
 		code = exitNotAcquired
 	case errors.Is(err, client.ErrIndeterminate):

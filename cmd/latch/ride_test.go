@@ -1,0 +1,95 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/cluster/clustertest"
+)
+
+// TestAcquireRidesThroughLeaderKill starts `latch acquire --wait 10s` through each survivor
+// and through all servers listed, the moment the leader is killed: each asks again through
+// the election and is granted once a new leader exists.
+func TestAcquireRidesThroughLeaderKill(t *testing.T) {
+	clustertest.Slow(t, "starts three processes")
+	tc := startTestCluster(t, 3)
+	l := tc.leader()
+	var all []string
+	for _, p := range tc.procs {
+		all = append(all, p.listen)
+	}
+	tc.procs[l].cmd.Process.Signal(syscall.SIGKILL)
+	<-tc.procs[l].exited // its sockets are closed: the survivors' links to it are broken
+
+	type attempt struct {
+		via  string
+		out  *clustertest.Buffer
+		done <-chan error
+	}
+	var as []attempt
+	for i, p := range tc.procs {
+		if i != l {
+			_, out, done := start(t, nil, "acquire", "--servers="+p.listen, "--wait", "10s", "--lease", "60s", "ride/"+p.listen)
+			as = append(as, attempt{p.listen, out, done})
+		}
+	}
+	_, out, done := start(t, nil, "acquire", "--servers="+strings.Join(all, ","), "--wait", "10s", "--lease", "60s", "ride/all")
+	as = append(as, attempt{"all servers", out, done})
+	started := time.Now()
+	for _, a := range as {
+		select {
+		case err := <-a.done:
+			if err != nil || !strings.HasPrefix(a.out.String(), "token ") {
+				t.Fatalf("acquire through %s during the election: %v after %v:\n%s", a.via, err, time.Since(started), a.out.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("acquire through %s still running after 20 s (its wait is 10 s):\n%s", a.via, a.out.String())
+		}
+	}
+	t.Logf("all granted %v after the kill", time.Since(started).Round(time.Millisecond))
+	tc.leader(l) // and the cluster has a leader again
+}
+
+// TestClientVerbsSayUnavailable: when no server answers, every client verb exits 69 and
+// names the address; a port that speaks something other than latch is 69 too, never 75.
+func TestClientVerbsSayUnavailable(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	web := httptest.NewServer(http.NotFoundHandler())
+	defer web.Close()
+	webAddr := strings.TrimPrefix(web.URL, "http://")
+
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"acquire", "--servers=" + dead, "--wait", "2s", "k"}, []string{"no server answered", dead, "connection refused"}},
+		{[]string{"acquire", "--servers=" + dead, "k"}, []string{"no server answered", dead}},
+		{[]string{"run", "--servers=" + dead, "--wait", "1s", "k", "--", "true"}, []string{"no server answered", dead}},
+		{[]string{"release", "--servers=" + dead, "k", "5"}, []string{"no server answered", dead}},
+		{[]string{"ping", "--servers=" + dead}, []string{"no server answered", dead}},
+		{[]string{"bench", "--servers=" + dead, "--duration", "1s"}, []string{"no server answered", dead}},
+		{[]string{"acquire", "--servers=" + webAddr, "--wait", "1s", "k"}, []string{"not a latch server", webAddr}},
+	} {
+		code, out := run(t, nil, tc.args...)
+		if code != exitUnavailable {
+			t.Errorf("latch %v: exit %d, want %d:\n%s", tc.args, code, exitUnavailable, out)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("latch %v: output does not say %q:\n%s", tc.args, w, out)
+			}
+		}
+	}
+}
