@@ -144,7 +144,7 @@ func (l *laneLog) SubmitGroup(ps []Proposal) {
 // groups no larger than its group size, and a release submitted meanwhile is accepted and
 // applied (R), never refused for a full queue.
 func TestExpiryLaneBoundedUnderMillionDue(t *testing.T) {
-	const keys, inFlight = 1_000_000, 4096
+	const keys, inFlight = 1_000_000, DefaultExpiryInFlight
 	log := &laneLog{fakeLog: newFakeLog(t), maxQueue: 16384}
 	h := newHarness(t, func(c *Config) {
 		c.MaxKeys = 2 * keys
