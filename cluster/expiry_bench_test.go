@@ -208,3 +208,39 @@ func sampleHeap(stop *atomic.Bool, end time.Time, peakLive, peakAlloc *atomic.Ui
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// On a real 3-node cluster (no sweep running: Run is not started), the waiter behind a 2 s
+// lease is granted by the leader's expiry timer: never before the lease ends, and within its
+// own wait. The handover time is logged.
+func TestClusterHandoverAtLeaseEnd(t *testing.T) {
+	ms := startMembers(t)
+	n := ms.leader(t).node
+	ha, hb := make(chanReplier, 1), make(chanReplier, 1)
+	a, b := n.Attach(ha), n.Attach(hb)
+	asked := time.Now() // the lease starts when the grant is applied: after this
+	n.Acquire(a, 1, []byte("k"), 0, 2, n.Now())
+	var granted time.Time
+	select {
+	case r := <-ha:
+		if r.Op != wire.OpAcquire {
+			t.Fatalf("first acquire: %+v", r)
+		}
+		granted = time.Now()
+	case <-time.After(30 * time.Second):
+		t.Fatal("first acquire unanswered for 30 s")
+	}
+	n.Acquire(b, 2, []byte("k"), 10, 30, n.Now())
+	select {
+	case r := <-hb:
+		took := time.Since(granted)
+		if r.Op != wire.OpAcquire {
+			t.Fatalf("waiter answered %+v after %v, want A", r, took)
+		}
+		if since := time.Since(asked); since < 2*time.Second {
+			t.Fatalf("waiter granted %v after the first acquire was made: before its 2 s lease ended", since)
+		}
+		t.Logf("waiter granted %v after the first holder's A", took)
+	case <-time.After(20 * time.Second):
+		t.Fatal("waiter unanswered for 20 s")
+	}
+}
