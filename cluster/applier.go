@@ -21,6 +21,8 @@ type applier interface {
 	// the grant to the key's next waiter behind it): all or none, one disk sync.
 	begin()
 	end()
+	// grouped is how many commands begin has collected so far (local: always 0).
+	grouped() int
 	// read calls fn with the applied table. The caller holds the node's mutex.
 	read(fn func(*fsm.Table))
 }
@@ -38,6 +40,8 @@ func (a *localApplier) apply(cmd fsm.Command, then then) {
 
 func (a *localApplier) begin() {}
 func (a *localApplier) end()   {}
+
+func (a *localApplier) grouped() int { return 0 }
 
 func (a *localApplier) read(fn func(*fsm.Table)) { fn(a.table) }
 
@@ -80,6 +84,8 @@ func (a *replicatedApplier) end() {
 	}
 }
 
+func (a *replicatedApplier) grouped() int { return len(a.group) }
+
 // read reads the FSM's table (its lock, not the node's, guards it).
 func (a *replicatedApplier) read(fn func(*fsm.Table)) { a.rep.State.Read(fn) }
 
@@ -97,6 +103,7 @@ type expOp struct {
 	key   string
 	token fsm.Token
 	epoch uint64
+	lane  bool // proposed by the expiry lane (expire.go), which counts it in flight
 }
 
 // applied continues the decision behind a command with its result. The caller holds n.mu.
@@ -112,4 +119,7 @@ func (n *Node) applied(key []byte, t then, r fsm.Result, err error, now int64) {
 	case fsm.CmdExpire:
 		n.expired(t.exp, r, err, now)
 	}
+	// A result may have given the view an earlier deadline (a grant, a holder re-armed):
+	// make sure the leader's expiry timer is set for it.
+	n.armExpiry(now)
 }

@@ -138,7 +138,7 @@ func (m *member) Read(fn func(*fsm.Table)) {
 	}
 }
 
-func startMembers(b *testing.B) members {
+func startMembers(b testing.TB) members {
 	log := hclog.NewNullLogger() // its shutdown noise would bury the figures; failures fail the benchmark
 	ms := make(members, 3)
 	trs := make([]*raft.NetworkTransport, 3)
@@ -185,7 +185,7 @@ func startMembers(b *testing.B) members {
 	return ms
 }
 
-func (ms members) leader(b *testing.B) *member {
+func (ms members) leader(b testing.TB) *member {
 	var l *member
 	clustertest.Eventually(b, 30*time.Second, "a leading node", func() bool {
 		for _, m := range ms {
@@ -200,7 +200,7 @@ func (ms members) leader(b *testing.B) *member {
 }
 
 // stop shuts m's raft node down and drops every reference to its state.
-func (ms members) stop(b *testing.B, m *member) {
+func (ms members) stop(b testing.TB, m *member) {
 	if m.raft == nil {
 		return
 	}

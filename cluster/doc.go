@@ -14,7 +14,7 @@
 //
 // Files by concept: node.go (the Node, sessions, drain, stats), acquire.go, release.go,
 // handoff.go (a freed key goes to its next waiter), waiters.go (queues and wait timers),
-// expire.go (the sweep and lazy expiry), leader.go (Lead and Follow), view.go
+// expire.go (the single-mode sweep, lazy expiry, and the leader's expiry timer and lane), leader.go (Lead and Follow), view.go
 // (what the deciding node knows of its keys), applier.go, admission.go.
 //
 // What the package owns:
@@ -22,7 +22,9 @@
 //   - waiters: per-key FIFO queues, wait measured from when the frame was read;
 //   - admission: pending, keys and waiters gates with 90%/75% hysteresis (section 6);
 //   - expiry driving: the view's deadline heap of holders (an expiry.Heap), the single-mode
-//     sweep every expiry.SweepInterval, and lazy expiry when a request touches a key.
+//     sweep every expiry.SweepInterval, lazy expiry when a request touches a key, and in
+//     cluster mode the leader's timer at the earliest deadline, whose expiries go to the log
+//     through a bounded lane (expire.go; DESIGN.md, Expiry).
 //
 // What it must never do: parse bytes (package wire does), block while holding its mutex
 // (replies go to a non-blocking Replier), import cluster/raftnode (cluster/member wires the two

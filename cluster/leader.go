@@ -29,6 +29,9 @@ func (n *Node) Lead() {
 	})
 	n.leading = true
 	n.leads.Store(true)
+	n.lane.inflight = 0 // the last epoch's expiries are answered, but no longer counted
+	n.disarmExpiry()
+	n.armExpiry(now)
 	n.log.Info("leading: lock view rebuilt, every lease restarted in full", "keys", n.view.len(), "last_token", uint64(n.last))
 }
 
@@ -43,6 +46,8 @@ func (n *Node) Follow() {
 	}
 	n.leading = false
 	n.leads.Store(false)
+	n.disarmExpiry() // a follower times no lease
+	n.lane.inflight = 0
 	n.epoch++
 	n.failWaiters(wire.ReasonUnavailable)
 	n.view.reset()

@@ -43,6 +43,7 @@ type Node struct {
 	epoch    uint64      // bumped at every leadership change; stale results leave the view alone
 	last     fsm.Token   // last token issued, as far as the node has seen
 	view     view        // what the deciding node knows of its keys (view.go)
+	lane     lane        // cluster mode: the leader's expiry timer and lane (expire.go)
 	pending  int         // acquires received and not answered (waiters included)
 	waiters  int         // live waiters over all keys
 	gates    [3]Gate
@@ -66,7 +67,8 @@ const (
 
 // NewNode returns a node. Without cfg.Replicated it is a single-mode node that owns an
 // in-memory table; with it, a cluster-mode node that waits for Lead. Call Run to start the
-// expiry sweep and Close to stop it.
+// expiry sweep (single mode; a backstop in cluster mode, where the leader's expiry timer
+// ends leases on time) and Close to stop it.
 func NewNode(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -88,6 +90,7 @@ func NewNode(cfg Config) (*Node, error) {
 		m:      cfg.Metrics,
 		stop:   make(chan struct{}),
 		swept:  make(chan struct{}),
+		lane:   newLane(cfg.Replicated),
 	}
 	if cfg.Replicated != nil {
 		n.ap = &replicatedApplier{n: n, rep: cfg.Replicated}

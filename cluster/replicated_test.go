@@ -193,12 +193,12 @@ func TestReplicatedViewHealsAMissedGrant(t *testing.T) {
 	want(t, ra.one(t), wire.OpTimeout, 1)
 	// The view adopted the holder with its lease restarted in full: it expires, never earlier.
 	h.clock.Advance(4 * time.Second)
-	if n := h.n.Sweep(); n != 0 {
-		t.Fatalf("swept %d before the adopted lease ended", n)
+	if n := log.pending(); n != 0 {
+		t.Fatalf("%d proposed before the adopted lease ended", n)
 	}
-	h.clock.Advance(time.Second)
-	if n := h.n.Sweep(); n != 1 {
-		t.Fatalf("swept %d at the adopted lease end, want 1", n)
+	h.clock.Advance(time.Second) // the leader's expiry timer proposes it at the lease end
+	if n := log.pending(); n != 1 {
+		t.Fatalf("%d proposed at the adopted lease end, want its expiry", n)
 	}
 	cmds := log.commit()
 	if len(cmds) != 1 || cmds[0].Kind != fsm.CmdExpire {
@@ -241,12 +241,12 @@ func TestLeadRestartsLeasesInFull(t *testing.T) {
 		t.Fatalf("stats after Lead %+v", s)
 	}
 	h.clock.Advance(9 * time.Second)
-	if n := h.n.Sweep(); n != 0 {
-		t.Fatalf("swept %d: a lease ended before its full length after the failover", n)
+	if n := log.pending(); n != 0 {
+		t.Fatalf("%d proposed: a lease ended before its full length after the failover", n)
 	}
-	h.clock.Advance(time.Second)
-	if n := h.n.Sweep(); n != 1 {
-		t.Fatalf("swept %d at a's full lease, want 1", n)
+	h.clock.Advance(time.Second) // the expiry timer, armed by Lead, fires at a's full lease
+	if cmds := log.commit(); len(cmds) != 1 || cmds[0].Kind != fsm.CmdExpire || string(cmds[0].Key) != "a" {
+		t.Fatalf("entries at a's full lease %s, want a's expiry", kinds(cmds))
 	}
 	c, r := h.conn()
 	h.acquire(c, 1, "b", 0, 30)

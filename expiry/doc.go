@@ -24,7 +24,8 @@
 // A Heap is not safe for concurrent use; its owner serialises access: the deciding node
 // (package cluster: a single-mode server, or the leader) under its mutex. A single-mode sweep
 // wakes every [SweepInterval] and expires at most [SweepChunk] due holders per hold of that
-// mutex; a new leader builds a fresh Heap from the lock table with every lease in full.
+// mutex; a new leader builds a fresh Heap from the lock table with every lease in full, and
+// sets one timer for its earliest deadline ([Heap.Next]), which it re-sets as that moves.
 //
 // # Why hand-written
 //

@@ -208,6 +208,15 @@ func (h *Heap) Peek(now int64) (Entry, bool) {
 	return h.heap[0], true
 }
 
+// Next returns the deadline of the soonest holder that is not parked, if any: when the next
+// expiry falls due.
+func (h *Heap) Next() (int64, bool) {
+	if len(h.heap) == 0 || h.heap[0].Parked() {
+		return 0, false
+	}
+	return h.heap[0].Deadline, true
+}
+
 // fix restores the heap order around position p.
 func (h *Heap) fix(p int) {
 	if p > 0 && before(&h.heap[p], &h.heap[(p-1)/4]) {

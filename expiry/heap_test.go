@@ -123,3 +123,28 @@ func soonest(model map[string]modelHolder, now int64) string {
 	}
 	return best
 }
+
+// Next is the soonest deadline that is not parked: what an expiry timer is set for.
+func TestHeapNext(t *testing.T) {
+	h := NewHeap()
+	if _, ok := h.Next(); ok {
+		t.Fatal("an empty heap has a next deadline")
+	}
+	h.Set("a", 1, 30)
+	h.Set("b", 2, 10)
+	if d, ok := h.Next(); !ok || d != 10 {
+		t.Fatalf("Next %d %v, want 10", d, ok)
+	}
+	h.Park("b", 2)
+	if d, ok := h.Next(); !ok || d != 30 {
+		t.Fatalf("Next with b parked %d %v, want 30", d, ok)
+	}
+	h.Park("a", 1)
+	if _, ok := h.Next(); ok {
+		t.Fatal("a heap of parked holders has a next deadline")
+	}
+	h.Arm("b", 5)
+	if d, ok := h.Next(); !ok || d != 5 {
+		t.Fatalf("Next after Arm %d %v, want 5", d, ok)
+	}
+}
