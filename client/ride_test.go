@@ -8,14 +8,13 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 )
 
@@ -186,21 +185,13 @@ func unreachable(t *testing.T, what string, err error, want ...string) {
 
 func TestRideNoServerAnswered(t *testing.T) {
 	t.Parallel() // waits in real time
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
-	web := httptest.NewServer(http.NotFoundHandler())
-	defer web.Close()
-	webAddr := strings.TrimPrefix(web.URL, "http://")
+	dead, webAddr := clustertest.DeadAddr(t), clustertest.NonLatchAddr(t)
 	fs := newFakeServer(t)
 	newElecting(t, fs) // refuses for ever
 
 	cl := newTestClient(t, Config{Servers: []string{dead, webAddr, fs.addr}})
 	ctx := context.Background()
-	_, err = cl.Acquire(ctx, "down", 0, AcquireOptions{Wait: 2 * time.Second})
+	_, err := cl.Acquire(ctx, "down", 0, AcquireOptions{Wait: 2 * time.Second})
 	unreachable(t, "Acquire", err, dead, "connection refused", webAddr, "not a latch server", fs.addr+" answered E unavailable")
 	unreachable(t, "Release", cl.Release(ctx, "down", 3), dead, fs.addr)
 	if st := cl.Stats(); st.Unavailable != 2 || st.Timeouts != 0 {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/latchd/latch/cluster/behaviour"
@@ -35,16 +33,11 @@ func waiters(t *testing.T, ps ...*proc) int {
 	t.Helper()
 	n := 0
 	for _, p := range ps {
-		code, body := httpGetQuiet(p.http + "/metrics")
-		if code != 200 {
-			t.Fatalf("GET %s/metrics: status %d", p.http, code)
-		}
-		_, rest, ok := strings.Cut(body, "\nlatch_waiters ")
-		v, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
-		if !ok || err != nil {
+		v := metric(p.http, "latch_waiters")
+		if v < 0 {
 			t.Fatalf("no latch_waiters gauge in %s/metrics", p.http)
 		}
-		n += v
+		n += int(v)
 	}
 	return n
 }

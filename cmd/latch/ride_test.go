@@ -1,9 +1,6 @@
 package main
 
 import (
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,15 +56,7 @@ func TestAcquireRidesThroughLeaderKill(t *testing.T) {
 // names the address; a port that speaks something other than latch is 69 too, never 75.
 func TestClientVerbsSayUnavailable(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
-	web := httptest.NewServer(http.NotFoundHandler())
-	defer web.Close()
-	webAddr := strings.TrimPrefix(web.URL, "http://")
+	dead, webAddr := clustertest.DeadAddr(t), clustertest.NonLatchAddr(t)
 
 	for _, tc := range []struct {
 		args []string
