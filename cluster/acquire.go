@@ -55,20 +55,27 @@ func (n *Node) Acquire(c *Session, owner uint64, key []byte, wait uint8, lease u
 		n.proposeAcquire(key, op)
 		return
 	}
-	n.enqueue(name, op, now)
+	n.enqueue(name, op, now, false)
 }
 
 // enqueue queues op behind the holder of key (a key in the view), or answers T when it
-// cannot wait.
-func (n *Node) enqueue(key string, op acqOp, now int64) {
+// cannot wait. logSaid is whether the log has just answered that key is held (an entry of
+// this epoch): that T is definite as it stands; one read from the view is sent once the node
+// is sure it still leads (fromView).
+func (n *Node) enqueue(key string, op acqOp, now int64, logSaid bool) {
 	if n.draining { // proposed before Drain, answered after: never granted, so it may go elsewhere
 		n.fail(op.c, op.owner, wire.ReasonUnavailable)
 		return
 	}
 	left := time.Duration(op.readAt + int64(op.wait)*int64(time.Second) - now)
 	if op.wait == 0 || left <= 0 {
-		n.m.acqTimeout.Inc()
-		op.c.out.Reply(wire.Response{Op: wire.OpTimeout, Owner: op.owner})
+		t := wire.Response{Op: wire.OpTimeout, Owner: op.owner}
+		if logSaid {
+			n.m.acqTimeout.Inc()
+			op.c.out.Reply(t)
+			return
+		}
+		n.fromView(op.c, t, n.m.acqTimeout)
 		return
 	}
 	if !n.gates[gateWaiters].Admit(n.waiters) {
@@ -181,7 +188,7 @@ func (n *Node) acquired(key []byte, op acqOp, r fsm.Result, err error, now int64
 			}
 			ks.q.pushFront(w)
 		default:
-			n.enqueue(name, op, now)
+			n.enqueue(name, op, now, true)
 		}
 	case r.Kind == fsm.Exhausted:
 		n.last = fsm.MaxToken

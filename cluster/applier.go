@@ -25,6 +25,11 @@ type applier interface {
 	grouped() int
 	// read calls fn with the applied table. The caller holds the node's mutex.
 	read(fn func(*fsm.Table))
+	// confirm calls fn, with the node's mutex held, once it is sure that what the node read
+	// from its view before the call could not have been changed by another leader: at once
+	// (local: there is no other), or once raft confirmed this node still leads (replicated),
+	// with err nil; or with an error of outcome NotLeader. The caller holds the mutex.
+	confirm(fn func(err error, now int64))
 }
 
 // localApplier is single mode: the node owns the table and applies each command in place,
@@ -44,6 +49,8 @@ func (a *localApplier) end()   {}
 func (a *localApplier) grouped() int { return 0 }
 
 func (a *localApplier) read(fn func(*fsm.Table)) { fn(a.table) }
+
+func (a *localApplier) confirm(fn func(error, int64)) { fn(nil, a.n.mono(a.n.clock.Now())) }
 
 // replicatedApplier is cluster mode: commands are proposed to the replicated log and their
 // results come back, in log order, once the leader applies their entry.
@@ -88,6 +95,14 @@ func (a *replicatedApplier) grouped() int { return len(a.group) }
 
 // read reads the FSM's table (its lock, not the node's, guards it).
 func (a *replicatedApplier) read(fn func(*fsm.Table)) { a.rep.State.Read(fn) }
+
+func (a *replicatedApplier) confirm(fn func(error, int64)) {
+	a.rep.Confirm.Confirm(func(err error) {
+		a.n.mu.Lock()
+		defer a.n.mu.Unlock()
+		fn(err, a.n.mono(a.n.clock.Now()))
+	})
+}
 
 // then is the decision a command's result continues: exactly one of its fields is set, the
 // one of kind.

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"errors"
+
 	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/fsm"
 )
@@ -33,11 +35,24 @@ type StateReader interface {
 	Read(fn func(*fsm.Table))
 }
 
+// Confirmer confirms that this node still leads (cluster mode). The node declares it;
+// cluster/member wires raftnode's Confirm in.
+type Confirmer interface {
+	// Confirm calls done(nil) once the log has confirmed that this node still leads, at a
+	// moment after the call, in the term it led in when Confirm was called; otherwise it calls
+	// done with an error of outcome NotLeader. done is called exactly once, never from inside
+	// Confirm.
+	Confirm(done func(error))
+}
+
 // Replicated makes a node run in cluster mode. Its commands go through Propose and it starts
 // as a follower: it decides nothing until Lead.
 type Replicated struct {
 	Propose Proposer
 	State   StateReader
+	// Confirm is how the leader makes sure of an answer it read from its view (release N,
+	// acquire T) before it sends it: see doc.go, What the leader answers from its view.
+	Confirm Confirmer
 
 	// ExpiryInFlight is the most expiries the leader's expiry lane has proposed and not yet
 	// seen answered; it goes on as results come back. Keep it well below the proposer's
@@ -66,3 +81,7 @@ var (
 	ErrNotApplied   = outcome.ErrNotApplied
 	ErrMaybeApplied = outcome.ErrMaybeApplied
 )
+
+// errEpochChanged: leadership was confirmed, but the node stopped deciding (or started a new
+// epoch) between reading its view and the confirmation, so what it read is not vouched for.
+var errEpochChanged = errors.New("leadership changed while the answer was being confirmed")

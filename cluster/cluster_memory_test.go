@@ -104,6 +104,16 @@ func (m *member) Submit(cmd fsm.Command, done func(fsm.Result, error)) {
 	r.Submit(cmd, func(res fsm.Result, err error) { done(res, outcome(err)) })
 }
 
+// Confirm implements cluster.Confirmer.
+func (m *member) Confirm(done func(error)) {
+	r := m.rn.Load()
+	if r == nil {
+		go done(cluster.ErrNotApplied)
+		return
+	}
+	r.Confirm(func(err error) { done(outcome(err)) })
+}
+
 // SubmitGroup implements cluster.GroupProposer.
 func (m *member) SubmitGroup(ps []cluster.Proposal) {
 	r := m.rn.Load()
@@ -160,7 +170,7 @@ func startMembers(b testing.TB) members {
 	for i, m := range ms {
 		ncfg := cluster.DefaultConfig()
 		ncfg.MaxKeys, ncfg.MaxPending = 2*memKeys, 2*memKeys
-		ncfg.Replicated = &cluster.Replicated{Propose: m, State: m}
+		ncfg.Replicated = &cluster.Replicated{Propose: m, State: m, Confirm: m}
 		n, err := cluster.NewNode(ncfg)
 		if err != nil {
 			b.Fatal(err)

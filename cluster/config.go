@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/hashicorp/go-hclog"
@@ -53,6 +54,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxWaiters < 1 {
 		return fmt.Errorf("max waiters %d: set --max-waiters to at least 1", c.MaxWaiters)
+	}
+	if r := c.Replicated; r != nil && (r.Propose == nil || r.State == nil || r.Confirm == nil) {
+		return errors.New("cluster mode needs a proposer, a state reader and a leadership confirmer (Replicated.Propose, State, Confirm)")
 	}
 	if r := c.Replicated; r != nil && (r.ExpiryInFlight < 0 || r.ExpiryGroup < 0 || r.ExpiryGroup == 1) {
 		return fmt.Errorf("expiry lane: in flight %d, group %d: use 0 for the defaults, or an in-flight count of at least 1 and a group of at least 2 commands (an expiry and its grant)", r.ExpiryInFlight, r.ExpiryGroup)

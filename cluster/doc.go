@@ -26,6 +26,37 @@
 //     cluster mode the leader's timer at the earliest deadline, whose expiries go to the log
 //     through a bounded lane (expire.go; DESIGN.md, Expiry).
 //
+// What the leader answers from its view. A cluster-mode leader decides from its view, which
+// a leader change makes stale without telling it (a leader paused past its election timeout
+// and resumed still believes it leads, for a few milliseconds). So each answer is either
+// decided by a log entry or confirmed before it is sent:
+//   - A (granted) and a release's R: a log entry of this epoch said so. The entry committed,
+//     so this node still led when it did; a later leader starts from a log that holds it.
+//   - A release's N: read from the view (the token is not the key's holder, or its lease is
+//     over by this leader's clock), so sent only after raft confirmed that this node still
+//     led, in the same term and epoch, after the view was read (fromView in release.go:
+//     raftnode's Confirm, one heartbeat round shared by all answers waiting for it, no log
+//     entry). Within one term the view knows every grant a client can hold a token of, and
+//     the deadlines it counts are this leader's own, so a confirmed N is true. Unconfirmed, it
+//     becomes E unavailable, which the client retries with the new leader. An N decided by
+//     the log (the release's entry found another holder, or none) is sent as it comes.
+//   - An acquire's T: with wait 0 on a key the view holds (or whose holder is being freed),
+//     and a waiter's T when its wait ran out, are read from the view and confirmed the same
+//     way; a T decided by an entry (the key was held when the acquire applied) is sent as it
+//     comes.
+//   - E busy (an admission gate), E unavailable (not leading, draining), E indeterminate and
+//     E token_exhausted: busy and unavailable change nothing and promise nothing about a key;
+//     indeterminate says the outcome is unknown; the last token is only ever raised by the
+//     log, so a leader that saw it issued is right that every later acquire fails.
+//   - P (ping) is answered by the session without the node: it says the server is alive, no
+//     more.
+//   - Expiry is not an answer: the leader's expiry entry names the token it ends, and the
+//     table frees the key only if that token still holds it, so a stale leader's expiry can
+//     end nothing a newer leader restarted (and it cannot commit in a term it lost).
+//
+// In single mode there is no other leader: the view is the table, and every answer is sent
+// at once.
+//
 // What it must never do: parse bytes (package wire does), block while holding its mutex
 // (replies go to a non-blocking Replier), import cluster/raftnode (cluster/member wires the two
 // together), or free a lock before its lease has run out.

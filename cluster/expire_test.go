@@ -148,7 +148,7 @@ func TestExpiryLaneBoundedUnderMillionDue(t *testing.T) {
 	log := &laneLog{fakeLog: newFakeLog(t), maxQueue: 16384}
 	h := newHarness(t, func(c *Config) {
 		c.MaxKeys = 2 * keys
-		c.Replicated = &Replicated{Propose: log, State: log}
+		c.Replicated = &Replicated{Propose: log, State: log, Confirm: log}
 	})
 	log.Read(func(t *fsm.Table) {
 		for i := range keys {
@@ -199,7 +199,7 @@ func TestExpiryLaneBoundedUnderMillionDue(t *testing.T) {
 func TestExpiryLaneSmallBound(t *testing.T) {
 	log := &laneLog{fakeLog: newFakeLog(t), maxQueue: 1 << 20}
 	h := newHarness(t, func(c *Config) {
-		c.Replicated = &Replicated{Propose: log, State: log, ExpiryInFlight: 3, ExpiryGroup: 4}
+		c.Replicated = &Replicated{Propose: log, State: log, Confirm: log, ExpiryInFlight: 3, ExpiryGroup: 4}
 	})
 	h.n.Lead()
 	a, ra := h.conn()

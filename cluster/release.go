@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/fsm"
 	"github.com/latchd/latch/wire"
@@ -33,10 +35,9 @@ func (n *Node) Release(c *Session, owner uint64, key []byte, token uint64) {
 		ok = false
 	}
 	if !ok || h.Token() != token {
-		// The view knows every grant a client can hold a token of (a grant is held in the
-		// view before its A is sent), so this is definite.
-		n.m.relNotHeld.Inc()
-		c.out.Reply(wire.Response{Op: wire.OpNotHeld, Owner: owner})
+		// The view knows every grant of its epoch a client can hold a token of (a grant is
+		// held in the view before its A is sent): N, once the node is sure it still leads.
+		n.fromView(c, wire.Response{Op: wire.OpNotHeld, Owner: owner}, n.m.relNotHeld)
 		return
 	}
 	n.endHold(h.Key, key, relOp{c: c, owner: owner, token: fsm.Token(token), epoch: n.epoch}, now)
@@ -95,4 +96,39 @@ func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64
 	if op.c != nil && !op.c.gone {
 		op.c.out.Reply(resp)
 	}
+}
+
+// fromView sends resp, an answer the node read from its view (a release's N, an acquire's T),
+// once no leader change can have made it wrong, and counts it in sent. In single mode that is
+// at once: there is no other leader. In cluster mode it waits until raft has confirmed that
+// this node still led, in the same term, after the view was read (raftnode's Confirm: one
+// heartbeat round, no log entry), and the node is still in the epoch it read in; otherwise
+// the client gets E unavailable, which is true (nothing was changed for it) and which it may
+// retry with the new leader. A leader paused past a lease and resumed therefore never
+// answers from the view it had before it was deposed. See doc.go.
+func (n *Node) fromView(c *Session, resp wire.Response, sent prometheus.Counter) {
+	if _, local := n.ap.(*localApplier); local {
+		sent.Inc()
+		c.out.Reply(resp)
+		return
+	}
+	epoch := n.epoch
+	n.ap.confirm(func(err error, _ int64) {
+		if err == nil && (!n.leading || n.epoch != epoch) {
+			err = errEpochChanged
+		}
+		if err != nil {
+			n.log.Debug("answer from the view not confirmed: unavailable instead", "op", resp.Op.String(), "error", err)
+			n.m.FrameError(wire.ReasonUnavailable)
+			if resp.Op == wire.OpTimeout {
+				n.m.acqUnavailable.Inc()
+			}
+			resp = wire.Response{Op: wire.OpError, Owner: resp.Owner, Reason: wire.ReasonUnavailable}
+		} else {
+			sent.Inc()
+		}
+		if !c.gone {
+			c.out.Reply(resp)
+		}
+	})
 }

@@ -18,6 +18,8 @@ type fakeLog struct {
 	table   *fsm.Table
 	queued  []proposal
 	applied []fsm.Command
+	// Leadership confirmations wait for confirmAll, so the test decides their outcome.
+	confirms []func(error)
 }
 
 type proposal struct {
@@ -37,6 +39,24 @@ func (l *fakeLog) Submit(cmd fsm.Command, done func(fsm.Result, error)) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.queued = append(l.queued, proposal{cmd, done})
+}
+
+func (l *fakeLog) Confirm(done func(error)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.confirms = append(l.confirms, done)
+}
+
+// confirmAll answers every held confirmation with err.
+func (l *fakeLog) confirmAll(err error) int {
+	l.mu.Lock()
+	cs := l.confirms
+	l.confirms = nil
+	l.mu.Unlock()
+	for _, done := range cs {
+		done(err)
+	}
+	return len(cs)
 }
 
 func (l *fakeLog) Read(fn func(*fsm.Table)) {
@@ -83,7 +103,7 @@ func (l *fakeLog) pending() int {
 func newReplicated(t *testing.T) (*harness, *fakeLog) {
 	t.Helper()
 	log := newFakeLog(t)
-	h := newHarness(t, func(c *Config) { c.Replicated = &Replicated{Propose: log, State: log} })
+	h := newHarness(t, func(c *Config) { c.Replicated = &Replicated{Propose: log, State: log, Confirm: log} })
 	return h, log
 }
 
@@ -122,7 +142,11 @@ func TestReplicatedGrantAndHandoffInOneCommit(t *testing.T) {
 	tok := want(t, ra.one(t), wire.OpAcquire, 1).Token
 
 	h.acquire(b, 2, "k", 60, 30) // held in the view: queued without an entry
-	h.acquire(a, 3, "k", 0, 30)  // wait 0 on a held key: T at once, no entry
+	h.acquire(a, 3, "k", 0, 30)  // wait 0 on a held key: T, no entry
+	ra.none(t)                   // not before raft confirmed this node still leads
+	if n := log.confirmAll(nil); n != 1 {
+		t.Fatalf("%d leadership confirmations for one T from the view, want 1", n)
+	}
 	want(t, ra.one(t), wire.OpTimeout, 3)
 	if log.pending() != 0 {
 		t.Fatalf("%d entries proposed for decisions that change nothing", log.pending())
@@ -225,6 +249,7 @@ func TestReplicatedExpiryHandsOffAndRacesRelease(t *testing.T) {
 	if len(cmds) != 2 || cmds[0].Kind != fsm.CmdExpire || cmds[1].Kind != fsm.CmdAcquire {
 		t.Fatalf("entries %s: a release of a key being freed must not be proposed again", kinds(cmds))
 	}
+	log.confirmAll(nil)
 	want(t, ra.one(t), wire.OpNotHeld, 3) // the lease ran out first
 	want(t, rb.one(t), wire.OpAcquire, 2)
 }
@@ -250,6 +275,7 @@ func TestLeadRestartsLeasesInFull(t *testing.T) {
 	}
 	c, r := h.conn()
 	h.acquire(c, 1, "b", 0, 30)
+	log.confirmAll(nil)
 	want(t, r.one(t), wire.OpTimeout, 1)
 }
 
@@ -330,7 +356,7 @@ func (g *groupLog) SubmitGroup(ps []Proposal) {
 
 func TestHandoffIsOneGroup(t *testing.T) {
 	log := &groupLog{fakeLog: newFakeLog(t)}
-	h := newHarness(t, func(c *Config) { c.Replicated = &Replicated{Propose: log, State: log} })
+	h := newHarness(t, func(c *Config) { c.Replicated = &Replicated{Propose: log, State: log, Confirm: log} })
 	h.n.Lead()
 	a, ra := h.conn()
 	b, rb := h.conn()
@@ -394,6 +420,8 @@ func TestWaiterBackAtTheHeadStillTimesOut(t *testing.T) {
 		if !late {
 			rb.none(t) // back at the head, 2 s of its wait left
 			h.clock.Advance(2 * time.Second)
+			rb.none(t) // the timer's T is read from the view: sent once leadership is confirmed
+			log.confirmAll(nil)
 		}
 		if got := rb.one(t); got.Op != wire.OpTimeout || got.Owner != 2 {
 			t.Fatalf("late=%v: waiter after its wait: %+v, want T", late, got)

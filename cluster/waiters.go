@@ -100,8 +100,9 @@ func (n *Node) waitTimedOut(w *waiter) {
 		return // granted, cancelled, or its acquire is in the log: the result decides
 	}
 	n.retire(w, true)
-	n.m.acqTimeout.Inc()
-	if !w.c.gone {
-		w.c.out.Reply(wire.Response{Op: wire.OpTimeout, Owner: w.owner})
+	if w.c.gone {
+		n.m.acqTimeout.Inc() // nobody to tell, nothing to confirm
+		return
 	}
+	n.fromView(w.c, wire.Response{Op: wire.OpTimeout, Owner: w.owner}, n.m.acqTimeout)
 }

@@ -57,7 +57,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	}
 	adapter := &raftAdapter{}
 	m.adapter = adapter
-	m.cfg.Node.Replicated = &cluster.Replicated{Propose: adapter, State: adapter}
+	m.cfg.Node.Replicated = &cluster.Replicated{Propose: adapter, State: adapter, Confirm: adapter}
 	if m.node, err = cluster.NewNode(m.cfg.Node); err != nil {
 		return nil, err
 	}

@@ -60,6 +60,16 @@ func withOutcome(err error) error {
 	return err
 }
 
+// Confirm implements cluster.Confirmer.
+func (a *raftAdapter) Confirm(done func(error)) {
+	r := a.r.Load()
+	if r == nil {
+		go done(outcome.New(outcome.NotLeader, errNotStarted))
+		return
+	}
+	r.Confirm(func(err error) { done(withOutcome(err)) })
+}
+
 // Read implements cluster.StateReader.
 func (a *raftAdapter) Read(fn func(*fsm.Table)) {
 	if f := a.fsm.Load(); f != nil {

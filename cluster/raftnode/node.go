@@ -66,6 +66,8 @@ type Node struct {
 
 	// Readiness (ready.go): the leader's commit index as last asked.
 	ready readiness
+	// Leadership confirmations (confirm.go).
+	conf confirms
 
 	closing      atomic.Bool
 	shutdownOnce sync.Once
