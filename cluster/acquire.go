@@ -38,14 +38,24 @@ func (n *Node) Acquire(c *Session, owner uint64, key []byte, wait uint8, lease u
 		return
 	}
 	now := n.mono(n.clock.Now())
-	if h, ok := n.view.held.Get(key); ok && h.Deadline <= now && !h.Parked() {
-		n.expire(h, now) // lazily: the lease is over even if the sweep has not run yet
-	}
 	if !n.gates[gatePending].Admit(n.pending) {
 		n.busy(c, owner, n.m.busyPending)
 		return
 	}
 	op := acqOp{c: c, owner: owner, wait: wait, lease: lease, readAt: n.mono(readAt), epoch: n.epoch}
+	if h, ok := n.view.held.Get(key); ok && h.Deadline <= now && !h.Parked() {
+		// Lazily: the lease is over even if the sweep or the expiry timer has not run yet.
+		if ks := n.view.keys[h.Key]; ks == nil || ks.q == nil {
+			// Nobody waits: this acquire goes right behind the expiry, in its entry, so it is
+			// granted (the lock was free when it arrived), wait 0 or not.
+			n.ap.begin()
+			n.proposeExpire(h, now, false)
+			n.proposeAcquire(key, op)
+			n.ap.end()
+			return
+		}
+		n.expire(h, now) // the first waiter's grant goes behind it; this acquire queues
+	}
 	name, ok := n.view.name(key)
 	if !ok {
 		if !n.gates[gateKeys].Admit(n.view.len()) {

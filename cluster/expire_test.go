@@ -225,3 +225,37 @@ func TestExpiryLaneSmallBound(t *testing.T) {
 	}
 	want(t, rw.one(t), wire.OpAcquire, 100)
 }
+
+// An acquire of a key whose lease is over, while the lane has not reached that key yet (it is
+// full), goes into one group right behind the key's expiry and is granted, wait 0 or not:
+// the lock was free when it arrived, so neither T nor a wait is the right answer.
+func TestAcquireBehindALazyExpiryIsGranted(t *testing.T) {
+	log := &laneLog{fakeLog: newFakeLog(t), maxQueue: 1 << 20}
+	h := newHarness(t, func(c *Config) {
+		c.Replicated = &Replicated{Propose: log, State: log, Confirm: log, ExpiryInFlight: 1, ExpiryGroup: 2}
+	})
+	h.n.Lead()
+	a, ra := h.conn()
+	h.acquire(a, 1, "k0", 0, 2)
+	h.acquire(a, 2, "k1", 0, 2)
+	log.commit()
+	ra.take()
+	h.clock.Advance(2 * time.Second) // both over; the lane takes one of them
+	late := "k0"
+	if e, _ := h.n.view.held.Lookup(late); e.Parked() {
+		late = "k1"
+	}
+	if e, _ := h.n.view.held.Lookup(late); e.Parked() {
+		t.Fatal("the lane of one expiry took both")
+	}
+	b, rb := h.conn()
+	h.acquire(b, 3, late, 0, 30)
+	cmds := log.commit()
+	if len(cmds) != 3 || cmds[1].Kind != fsm.CmdExpire || cmds[2].Kind != fsm.CmdAcquire || string(cmds[2].Key) != late || log.bigGroup != 2 {
+		t.Fatalf("entries %s (largest group %d): want the lane's expiry, then %s's expiry with the acquire behind it in one group", kinds(cmds), log.bigGroup, late)
+	}
+	want(t, rb.one(t), wire.OpAcquire, 3)
+	if n := log.confirmAll(nil); n != 0 {
+		t.Fatalf("%d confirmations: a grant needs none", n)
+	}
+}
