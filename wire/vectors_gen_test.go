@@ -75,7 +75,7 @@ func counting(from byte) (n [NonceSize]byte) {
 }
 
 var (
-	secretPinned = "0123456789abcdef0123456789abcdef" // TestProofKnownAnswer's, checked against Python
+	secretPinned = "0123456789abcdef0123456789abcdef"                                 // TestProofKnownAnswer's, checked against Python
 	secretHexOut = "9f2c4e7a1b3d5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8" // an `openssl rand -hex 32` line
 	secretOld    = "old-secret-old-secret-old-secret-1"
 	secretNew    = "new-secret-new-secret-new-secret-2"
@@ -123,8 +123,12 @@ func genHandshakes(t *testing.T) handshakeFile {
 func genHandshake(t *testing.T, hc handshakeCase) handshakeVector {
 	t.Helper()
 	v := handshakeVector{Name: hc.name}
-	client := func(r *Request) { v.Frames = append(v.Frames, sent{"client", hex.EncodeToString(AppendRequest(nil, r))}) }
-	server := func(r *Response) { v.Frames = append(v.Frames, sent{"server", hex.EncodeToString(AppendResponse(nil, r))}) }
+	client := func(r *Request) {
+		v.Frames = append(v.Frames, sent{"client", hex.EncodeToString(AppendRequest(nil, r))})
+	}
+	server := func(r *Response) {
+		v.Frames = append(v.Frames, sent{"server", hex.EncodeToString(AppendResponse(nil, r))})
+	}
 	if hc.first != nil {
 		v.Frames = append(v.Frames, sent{"client", hex.EncodeToString(hc.first)})
 		if bytes.HasPrefix(hc.first, []byte{'H'}) {

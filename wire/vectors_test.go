@@ -282,7 +282,7 @@ func (v *frameVector) setHello(h Hello) {
 }
 
 func dec64(x uint64) *string { s := strconv.FormatUint(x, 10); return &s }
-func hexOf(b []byte) *string  { s := hex.EncodeToString(b); return &s }
+func hexOf(b []byte) *string { s := hex.EncodeToString(b); return &s }
 
 // TestVectorsHandshake checks every handshake of handshake.json: each proof is the HMAC-SHA256
 // of its listed input under the secret and equals what ClientProof and ServerProof give, the
