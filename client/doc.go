@@ -1,8 +1,9 @@
 // Package client is the official Go client of latch, a lock service with fencing tokens.
-// It speaks latch/1 (PROTOCOL.md) over a small pool of connections and applies the client
-// rules of PROTOCOL.md section 10, which make its results trustworthy: a Ticket is handed out
+// It speaks latch/1 over a small pool of connections and applies the client rules of
+// docs/protocol.md section 10, which make its results trustworthy: a Ticket is handed out
 // only when the caller can still use it, and every other result says honestly whether the
-// lock may be held.
+// lock may be held. docs/protocol.md describes the wire protocol and these rules for
+// clients in other languages, with test vectors in docs/vectors.
 //
 // It imports only package wire and the standard library.
 //
@@ -25,8 +26,8 @@
 // Inputs are checked before anything is sent. Durations are rounded up to whole seconds and
 // then range-checked; nothing is clamped. Wait is 0..255 s, Lease 1..3600 s (0 means 30 s),
 // and the min work budget 0..250 s and at most the lease; otherwise ErrUnsupportedDuration or
-// ErrInsufficientLease. Negative durations are out of range. Keys follow PROTOCOL.md section
-// 4, and a key containing CR is refused too (ErrBadKey, wrapping the wire key error).
+// ErrInsufficientLease. Negative durations are out of range. Keys follow docs/protocol.md
+// section 4, and a key containing CR is refused too (ErrBadKey, wrapping the wire key error).
 //
 // One deadline. Wait bounds the whole acquire: the local queue, reconnects, failovers while
 // the request is still unsent, the write, and the answer. The deadline is taken once, at the
@@ -94,7 +95,8 @@
 //
 // Config.Conns connections (default 2) are kept open; connection i starts at server
 // i mod len(Servers). A failed dial or handshake moves to the next server at once, and after
-// a whole round of failures backs off (50 ms doubling to 1 s, with jitter). A connection
+// a whole round of failures backs off (50 ms doubling to 2 s, plus up to half as much again
+// at random), as it does after a connection that lived less than a second. A connection
 // that dies is replaced in the background by dialing the next server. A connection whose
 // server answered E unavailable takes no new requests and is closed once its pending ones
 // are answered, so its slot moves on to another server; the request that got E unavailable

@@ -7,7 +7,7 @@ import (
 	"github.com/latchd/latch/wire"
 )
 
-// Limits of the official client (PROTOCOL.md section 10), in one place.
+// Limits of the official client (docs/protocol.md section 10), in one place.
 const (
 	// DefaultLease is the lease asked for when AcquireOptions.Lease is 0.
 	DefaultLease = 30 * time.Second

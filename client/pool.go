@@ -255,7 +255,7 @@ func (cl *Client) tlsConfig(addr string) *tls.Config {
 	return c
 }
 
-// handshake makes the latch handshake of PROTOCOL.md section 8 and returns the reader that
+// handshake makes the latch handshake of docs/protocol.md section 8 and returns the reader that
 // holds whatever the server sent after it. With a secret, a server that does not ask for auth
 // is refused (no downgrade) and the server's proof must match; without one, a server that
 // asks for auth is refused too.

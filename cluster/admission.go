@@ -1,6 +1,6 @@
 package cluster
 
-// Gate is one admission gate of PROTOCOL.md section 6: it closes when its gauge reaches 90% of
+// Gate is one admission gate of docs/protocol.md section 6: it closes when its gauge reaches 90% of
 // its hard limit and opens again only when the gauge drops below 75%. Between the two marks it
 // keeps the state it had (hysteresis), so a gauge hovering near the limit does not flap.
 //

@@ -18,7 +18,7 @@
 // (what the deciding node knows of its keys), applier.go, admission.go.
 //
 // What the package owns:
-//   - dispatch: acquire, release and ping semantics of PROTOCOL.md section 7;
+//   - dispatch: acquire, release and ping semantics of docs/protocol.md section 7;
 //   - waiters: per-key FIFO queues, wait measured from when the frame was read;
 //   - admission: pending, keys and waiters gates with 90%/75% hysteresis (section 6);
 //   - expiry driving: the view's deadline heap of holders (an expiry.Heap), the single-mode

@@ -1,6 +1,6 @@
 // Package expiry holds lease deadlines: a min-heap of every held key's holder (token and
 // deadline), found by key and ordered by deadline, and the sweep constants of single mode
-// (PROTOCOL.md sections 6 and 7).
+// (docs/protocol.md sections 6 and 7).
 //
 // # What it owns
 //

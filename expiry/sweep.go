@@ -3,7 +3,7 @@ package expiry
 import "time"
 
 // SweepInterval is the single-mode sweep period, a compile-time constant
-// (PROTOCOL.md section 6): a lease may be freed up to this much after its
+// (docs/protocol.md section 6): a lease may be freed up to this much after its
 // end, never before.
 const SweepInterval = 5 * time.Second
 

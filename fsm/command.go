@@ -41,7 +41,7 @@ import (
 // DecodeBatch rejects any other.
 const BatchVersion = 1
 
-// Limits checked by Command.Validate. They restate PROTOCOL.md section 4,
+// Limits checked by Command.Validate. They restate docs/protocol.md section 4,
 // which package wire enforces at the edge; the FSM checks them again because
 // it must be robust to any bytes in the log. They are part of log format
 // version 1 (see above).
@@ -185,7 +185,7 @@ const (
 	// granted again): nothing changed. Holder is as for NotHeld.
 	Stale
 	// Exhausted: an Acquire failed because MaxToken has been issued; every
-	// later Acquire fails the same way, forever (PROTOCOL.md section 4).
+	// later Acquire fails the same way, forever (docs/protocol.md section 4).
 	Exhausted
 	// Floored: a Floor was applied. Token is the last token afterwards,
 	// which is the command's token or higher: the floor never lowers it.

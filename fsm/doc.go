@@ -1,5 +1,5 @@
 // Package fsm holds latch's deterministic lock table: which key is held by
-// which token, and the one global fencing-token counter (PROTOCOL.md sections
+// which token, and the one global fencing-token counter (docs/protocol.md sections
 // 1, 4 and 7); the replicated command set and its log codec; the snapshot
 // codec; and the hashicorp/raft FSM adapter that replicates the table in
 // cluster mode.
@@ -38,7 +38,7 @@
 // through [FSM.Read].
 //
 // The log must be robust to any bytes, so ApplyCommand checks the ranges
-// of PROTOCOL.md section 4 again (key 1..[MaxKeyLen] bytes, lease
+// of docs/protocol.md section 4 again (key 1..[MaxKeyLen] bytes, lease
 // 1..[MaxLease] seconds, floor at most MaxToken) and answers Invalid
 // otherwise; key contents (UTF-8, whitespace) are checked at the edge by
 // package wire only. These rules and every transition are part of the log

@@ -30,7 +30,7 @@ import (
 //     goroutine may change the table: every change is a log entry.
 //
 // An FSM holds no timers and reads no clock: leases are lengths, and
-// expiry is an Expire command the leader proposes (PROTOCOL.md section 7).
+// expiry is an Expire command the leader proposes (docs/protocol.md section 7).
 type FSM struct {
 	mu    sync.RWMutex
 	table *Table // guarded by mu; Restore replaces it whole

@@ -36,7 +36,7 @@ func NewTable(floor Token) (*Table, error) {
 //
 // Errors, checked in this order, leave the table unchanged:
 //   - ErrTokenExhausted once MaxToken has been issued, for every key, held or
-//     not: no acquire can succeed again (PROTOCOL.md section 4);
+//     not: no acquire can succeed again (docs/protocol.md section 4);
 //   - ErrHeld if the key has a holder; tok is then that holder's token.
 //
 // The lease is stored as given; its range is checked at the edge.

@@ -7,7 +7,7 @@ import "fmt"
 type Token uint64
 
 // MaxToken is the last token that can be issued: 2^63-1, so that every token
-// fits a signed 64-bit database column (PROTOCOL.md section 4).
+// fits a signed 64-bit database column (docs/protocol.md section 4).
 const MaxToken Token = 1<<63 - 1
 
 // maxTokenText is MaxToken as messages print it.

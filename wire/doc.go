@@ -1,6 +1,6 @@
 // Package wire is the latch/1 wire protocol: frames to bytes and back, the
 // key rules, the error reasons, the handshake proofs and the protocol
-// constants. PROTOCOL.md (sections 3, 4, 5 and 8) is the contract; this
+// constants. docs/protocol.md (sections 3, 4, 5 and 8) is the contract; this
 // package follows it to the byte.
 //
 // Both ends use it: the server decodes requests and encodes responses, the

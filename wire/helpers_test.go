@@ -12,7 +12,7 @@ import (
 
 // The helpers build frames byte by byte, independently of the encoder, so
 // that the encoder and the decoder are both checked against the tables of
-// PROTOCOL.md rather than against each other.
+// docs/protocol.md rather than against each other.
 
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 func u16(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }

@@ -2,7 +2,7 @@ package wire
 
 import "time"
 
-// Protocol constants of latch/1 (PROTOCOL.md sections 3, 4, 6 and 8). Every
+// Protocol constants of latch/1 (docs/protocol.md sections 3, 4, 6 and 8). Every
 // limit the protocol names lives here, once.
 const (
 	// MaxFrame is the longest frame, LF included, that a decoder accepts.

@@ -11,7 +11,7 @@ import (
 	"github.com/latchd/latch/wire/wiretest"
 )
 
-// cases are run in this order by Run. Section numbers are PROTOCOL.md's.
+// cases are run in this order by Run. Section numbers are docs/protocol.md's.
 var cases = []struct {
 	name string
 	run  func(t *testing.T, s *suite)

@@ -1,9 +1,9 @@
-// Package forward is the follower half of request forwarding in cluster mode (PROTOCOL.md
+// Package forward is the follower half of request forwarding in cluster mode (docs/protocol.md
 // section 7, "Cluster mode"; cluster/DESIGN.md, "Forwarding"): a Link carries the acquires
 // and releases that clients send to a follower over one pipelined connection to the leader's
 // forward channel, and relays each answer to the session that asked.
 //
-// The forward channel speaks latch/1 frames (PROTOCOL.md section 3) with no hello or proof:
+// The forward channel speaks latch/1 frames (docs/protocol.md section 3) with no hello or proof:
 // the peer port (cluster/peer) has authenticated the connection before handing it over. The
 // leader serves it as an ordinary session that starts ready (server.Server.ServePeer), so
 // decoding, admission, FIFO waiters and timeouts are the leader's own code path. Waiters

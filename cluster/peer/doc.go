@@ -8,7 +8,7 @@
 //	ChannelForward 'f'  requests a follower forwards to the leader
 //	ChannelAdmin   'a'  admin calls between nodes
 //
-// # Authentication (PROTOCOL.md section 9)
+// # Authentication (docs/protocol.md section 9)
 //
 // With TLS configured, the connection is first wrapped in mutual TLS 1.3 (both sides present
 // a certificate signed by the cluster CA, --tls-ca). With secrets configured

@@ -1,6 +1,6 @@
 package peer
 
-// The security test of PROTOCOL.md section 9 against a real hashicorp/raft cluster whose
+// The security test of docs/protocol.md section 9 against a real hashicorp/raft cluster whose
 // transports run over StreamLayer on real TCP: a connection that has not proven itself
 // cannot append entries, vote, install snapshots or make a node start an election.
 //

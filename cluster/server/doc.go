@@ -1,5 +1,5 @@
 // Package server is the TCP session loop in front of a cluster.Node, shared by single and
-// cluster mode: accept with a connection limit, the mandatory handshake (PROTOCOL.md section
+// cluster mode: accept with a connection limit, the mandatory handshake (docs/protocol.md section
 // 8), a read loop that decodes pipelined frames out of 4096-byte reads, and a write path that
 // coalesces up to 64 replies per write.
 //

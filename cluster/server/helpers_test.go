@@ -1,6 +1,6 @@
 package server_test
 
-// Conformance tests of the latch/1 server against PROTOCOL.md, over real TCP on 127.0.0.1.
+// Conformance tests of the latch/1 server against docs/protocol.md, over real TCP on 127.0.0.1.
 // Every test starts its own node and server; frames are built byte by byte by wiretest.
 //
 // Timing: assertions say "within X" with X several times what the protocol needs, because the

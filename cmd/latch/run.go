@@ -20,7 +20,7 @@ import (
 // that it is dead before the lease ends, not merely signalled.
 const killMargin = 250 * time.Millisecond
 
-// releaseTimeout bounds the release after the command exits (PROTOCOL.md section 10).
+// releaseTimeout bounds the release after the command exits (docs/protocol.md section 10).
 const releaseTimeout = 5 * time.Second
 
 func runCommand() *cli.Command {

@@ -6,7 +6,7 @@ import (
 	"github.com/latchd/latch/wire"
 )
 
-// Request frames (PROTOCOL.md section 3.1), built byte by byte. They write what they are
+// Request frames (docs/protocol.md section 3.1), built byte by byte. They write what they are
 // given: a key may be empty, too long, not UTF-8 or hold whitespace, so that tests can send
 // frames the server must refuse. A key holding LF ends the frame early, as it would on the
 // wire.
