@@ -85,7 +85,7 @@ func (n *Node) enqueue(key string, op acqOp, now int64, logSaid bool) {
 			op.c.out.Reply(t)
 			return
 		}
-		n.fromView(op.c, t, n.m.acqTimeout)
+		n.fromView(op.c, t, n.m.acqTimeout, "", 0)
 		return
 	}
 	if !n.gates[gateWaiters].Admit(n.waiters) {
@@ -160,6 +160,9 @@ func (n *Node) acquired(key []byte, op acqOp, r fsm.Result, err error, now int64
 		} else {
 			n.m.acqAcquired.Inc()
 			n.m.grantLatency.Observe(time.Duration(now - op.readAt).Seconds())
+			if n.audit.on() {
+				n.audit.grant(key, r.Token, op.lease, op.c.from)
+			}
 			op.c.out.Reply(wire.Response{Op: wire.OpAcquire, Owner: op.owner, Token: uint64(r.Token)})
 		}
 		if n.last >= fsm.MaxToken {

@@ -25,6 +25,9 @@ type Config struct {
 	TokenFloor uint64
 	// Logger receives one structured line per event. Nil means no logging.
 	Logger hclog.Logger
+	// Audit, if set, receives the audit trail: one INFO line per grant, release, expiry and
+	// forced release (audit.go). Nil means off.
+	Audit hclog.Logger
 	// Metrics receives counters and gauges. Nil means a private, unexported set.
 	Metrics *Metrics
 	// Clock is the node's time source. Nil means the real monotonic clock.

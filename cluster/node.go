@@ -24,6 +24,7 @@ type Replier interface {
 // a follower forwards on): where its answers go and which of its acquires are still waiting.
 // It is not a connection and does no I/O. Get one with Attach, give it back with Detach.
 type Session struct {
+	from    string // where its requests come from (the audit trail)
 	out     Replier
 	waiting map[*waiter]struct{}
 	gone    bool
@@ -52,6 +53,7 @@ type Node struct {
 	clock  Clock
 	epoch0 time.Time
 	log    hclog.Logger
+	audit  auditor
 	m      *Metrics
 
 	stop     chan struct{}
@@ -87,6 +89,7 @@ func NewNode(cfg Config) (*Node, error) {
 		clock:  cfg.Clock,
 		epoch0: cfg.Clock.Now(),
 		log:    cfg.Logger,
+		audit:  auditor{log: cfg.Audit},
 		m:      cfg.Metrics,
 		stop:   make(chan struct{}),
 		swept:  make(chan struct{}),
@@ -116,6 +119,12 @@ func (n *Node) Now() time.Time { return n.clock.Now() }
 
 // Attach registers a client connection whose answers go to out.
 func (n *Node) Attach(out Replier) *Session { return &Session{out: out} }
+
+// AttachFrom is Attach for a connection from origin (its remote address, as the audit
+// trail names it).
+func (n *Node) AttachFrom(out Replier, origin string) *Session {
+	return &Session{out: out, from: origin}
+}
 
 // Detach forgets a closed connection: its waiters are dropped (they were never granted, so
 // nothing is lost), and later decisions send it nothing. Closing a connection releases no lock.

@@ -14,6 +14,8 @@ type relOp struct {
 	owner uint64
 	token fsm.Token
 	epoch uint64
+	// done, if set, gets the result instead of a connection (an operator's ForceRelease).
+	done func(fsm.Result, error)
 }
 
 // Release decides a release frame: R if token is the key's current holder, else N.
@@ -37,7 +39,7 @@ func (n *Node) Release(c *Session, owner uint64, key []byte, token uint64) {
 	if !ok || h.Token() != token {
 		// The view knows every grant of its epoch a client can hold a token of (a grant is
 		// held in the view before its A is sent): N, once the node is sure it still leads.
-		n.fromView(c, wire.Response{Op: wire.OpNotHeld, Owner: owner}, n.m.relNotHeld)
+		n.fromView(c, wire.Response{Op: wire.OpNotHeld, Owner: owner}, n.m.relNotHeld, n.auditKey(key), token)
 		return
 	}
 	n.endHold(h.Key, key, relOp{c: c, owner: owner, token: fsm.Token(token), epoch: n.epoch}, now)
@@ -64,6 +66,12 @@ func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64
 	var resp wire.Response
 	h, ok := n.view.held.Get(key)
 	mine := ok && op.epoch == n.epoch && tokenOf(h) == op.token
+	if op.done != nil {
+		op.done(r, err)
+	}
+	if n.audit.on() {
+		n.auditRelease(key, op, r, err)
+	}
 	switch {
 	case err != nil:
 		reason := outcome.Reason(err)
@@ -106,9 +114,14 @@ func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64
 // the client gets E unavailable, which is true (nothing was changed for it) and which it may
 // retry with the new leader. A leader paused past a lease and resumed therefore never
 // answers from the view it had before it was deposed. See doc.go.
-func (n *Node) fromView(c *Session, resp wire.Response, sent prometheus.Counter) {
+//
+// A release's N is audited (released is the key, "" when not auditing or not a release).
+func (n *Node) fromView(c *Session, resp wire.Response, sent prometheus.Counter, released string, token uint64) {
 	if _, local := n.ap.(*localApplier); local {
 		sent.Inc()
+		if released != "" {
+			n.audit.release("release", []byte(released), fsm.Token(token), "not_held", c.origin())
+		}
 		c.out.Reply(resp)
 		return
 	}
@@ -127,8 +140,53 @@ func (n *Node) fromView(c *Session, resp wire.Response, sent prometheus.Counter)
 		} else {
 			sent.Inc()
 		}
+		if released != "" {
+			n.audit.release("release", []byte(released), fsm.Token(token), auditResult(resp), c.origin())
+		}
 		if !c.gone {
 			c.out.Reply(resp)
 		}
 	})
+}
+
+// auditKey is key as the audit trail keeps it past the call: "" when auditing is off.
+func (n *Node) auditKey(key []byte) string {
+	if !n.audit.on() {
+		return ""
+	}
+	return string(key)
+}
+
+// auditResult names the outcome of an answer in the audit trail.
+func auditResult(resp wire.Response) string {
+	switch resp.Op {
+	case wire.OpRelease:
+		return "released"
+	case wire.OpNotHeld:
+		return "not_held"
+	case wire.OpError:
+		return string(resp.Reason)
+	}
+	return resp.Op.String()
+}
+
+// auditRelease records a release's result from the log: the holder's own (from its
+// connection), an operator's forced release, or the leader's compensation of a grant nobody
+// received.
+func (n *Node) auditRelease(key []byte, op relOp, r fsm.Result, err error) {
+	event, from := "release", "leader"
+	switch {
+	case op.done != nil:
+		event, from = "force_release", "operator"
+	case op.c != nil:
+		from = op.c.from
+	}
+	result := "not_held"
+	switch {
+	case err != nil:
+		result = string(outcome.Reason(err))
+	case r.Kind == fsm.Released:
+		result = "released"
+	}
+	n.audit.release(event, key, op.token, result, from)
 }

@@ -57,6 +57,9 @@ func (q *queue) pop() *waiter {
 
 func (q *queue) empty() bool { return len(q.ws)-q.head == q.dead }
 
+// live is the number of waiters in the queue that are still waiting.
+func (q *queue) live() int { return len(q.ws) - q.head - q.dead }
+
 // compact drops finished waiters once they make up most of the queue, so a key whose
 // waiters keep timing out behind a long holder does not grow without bound.
 func (q *queue) compact() {
@@ -104,5 +107,5 @@ func (n *Node) waitTimedOut(w *waiter) {
 		n.m.acqTimeout.Inc() // nobody to tell, nothing to confirm
 		return
 	}
-	n.fromView(w.c, wire.Response{Op: wire.OpTimeout, Owner: w.owner}, n.m.acqTimeout)
+	n.fromView(w.c, wire.Response{Op: wire.OpTimeout, Owner: w.owner}, n.m.acqTimeout, "", 0)
 }

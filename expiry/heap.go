@@ -200,6 +200,16 @@ func (h *Heap) Remove(key string) bool {
 	return true
 }
 
+// Each calls fn with every holder, in no particular order, until fn returns false. fn must
+// not change the heap.
+func (h *Heap) Each(fn func(Entry) bool) {
+	for i := range h.heap {
+		if !fn(h.heap[i]) {
+			return
+		}
+	}
+}
+
 // Peek returns the soonest holder that is due by now, if any.
 func (h *Heap) Peek(now int64) (Entry, bool) {
 	if len(h.heap) == 0 || h.heap[0].due() > now {

@@ -148,3 +148,27 @@ func TestHeapNext(t *testing.T) {
 		t.Fatalf("Next after Arm %d %v, want 5", d, ok)
 	}
 }
+
+func TestHeapEachVisitsEveryHolderOnce(t *testing.T) {
+	h := NewHeap()
+	for i := range 1000 {
+		h.Set("k"+strconv.Itoa(i), uint64(i+1), int64(i%7))
+	}
+	h.Remove("k10")
+	seen := map[string]uint64{}
+	h.Each(func(e Entry) bool {
+		if _, dup := seen[e.Key]; dup {
+			t.Fatalf("%s visited twice", e.Key)
+		}
+		seen[e.Key] = e.Token()
+		return true
+	})
+	if len(seen) != 999 || seen["k10"] != 0 || seen["k999"] != 1000 {
+		t.Fatalf("visited %d holders (k10 %d, k999 %d)", len(seen), seen["k10"], seen["k999"])
+	}
+	n := 0
+	h.Each(func(Entry) bool { n++; return n < 5 })
+	if n != 5 {
+		t.Fatalf("Each went on after false: %d calls", n)
+	}
+}

@@ -36,6 +36,12 @@ type ChannelRequest struct {
 	Voter bool   `json:"voter,omitempty"`
 	Floor uint64 `json:"floor,omitempty"` // restore: the requested token floor
 	Size  int64  `json:"size,omitempty"`  // restore: bytes of backup after the request line
+	// Lock inspection ("locks", "lock") and forced release ("force-release").
+	Key    string `json:"key,omitempty"`
+	Prefix string `json:"prefix,omitempty"`
+	After  string `json:"after,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+	Token  uint64 `json:"token,omitempty"`
 }
 
 type channelResponse struct {
@@ -47,6 +53,10 @@ type channelResponse struct {
 	Info         *fsm.SnapshotInfo  `json:"info,omitempty"`
 	Restored     *raftnode.Restored `json:"restored,omitempty"`
 	State        *NodeState         `json:"state,omitempty"`
+	Page         *LockPage          `json:"page,omitempty"`
+	Lock         *Lock              `json:"lock,omitempty"`
+	Freed        uint64             `json:"freed,omitempty"`
+	NotHeld      bool               `json:"not_held,omitempty"` // the error is ErrNotHeld
 }
 
 // NodeState is what a node tells a peer that is deciding whether to bootstrap.
@@ -138,15 +148,20 @@ func serveChannelConn(conn net.Conn, local Cluster, log hclog.Logger) {
 		var res raftnode.Restored
 		res, err = local.Restore(ctx, data, req.Floor)
 		resp.Restored = &res
+	case "locks", "lock", "force-release":
+		err = serveLocks(ctx, local, req, &resp)
 	default:
 		err = errors.New("admin: unknown channel op " + req.Op)
 	}
 	if err != nil {
 		resp.Error, resp.NotFound = err.Error(), errors.Is(err, ErrNotFound)
+		resp.NotHeld = errors.Is(err, ErrNotHeld)
 		resp.MaybeApplied = errors.Is(err, outcome.ErrMaybeApplied)
 	}
-	if req.Op != "state" {
-		log.Info("admin channel request", "op", req.Op, "id", req.ID, "error", resp.Error)
+	switch req.Op {
+	case "state", "locks", "lock": // reads
+	default:
+		log.Info("admin channel request", "op", req.Op, "id", req.ID, "key", req.Key, "error", resp.Error)
 	}
 	out, _ := json.Marshal(resp)
 	if _, err := conn.Write(append(out, '\n')); err == nil && len(payload) > 0 {
@@ -204,6 +219,8 @@ func call(ctx context.Context, conn net.Conn, req ChannelRequest, payload []byte
 		return resp, nil, errors.Join(ErrNotFound, errors.New(resp.Error))
 	case resp.MaybeApplied:
 		return resp, nil, relayedUnknown{errors.New(resp.Error)}
+	case resp.NotHeld:
+		return resp, nil, relayedNotHeld{errors.New(resp.Error)}
 	case resp.Error != "":
 		return resp, nil, errors.New(resp.Error)
 	}
@@ -228,6 +245,54 @@ type relayedUnknown struct{ err error }
 func (u relayedUnknown) Error() string        { return u.err.Error() }
 func (u relayedUnknown) Unwrap() error        { return u.err }
 func (u relayedUnknown) Is(target error) bool { return target == outcome.ErrMaybeApplied }
+
+// relayedNotHeld is a forwarded forced release's ErrNotHeld, with the leader's message.
+type relayedNotHeld struct{ err error }
+
+func (u relayedNotHeld) Error() string        { return u.err.Error() }
+func (u relayedNotHeld) Unwrap() error        { return u.err }
+func (u relayedNotHeld) Is(target error) bool { return target == ErrNotHeld }
+
+// serveLocks answers a lock inspection or forced release with local's Locks.
+func serveLocks(ctx context.Context, local Cluster, req ChannelRequest, resp *channelResponse) error {
+	l, ok := local.(Locks)
+	if !ok {
+		return errors.New("admin: this node serves no lock inspection")
+	}
+	switch req.Op {
+	case "locks":
+		p, err := l.List(ctx, req.Prefix, req.After, req.Limit)
+		resp.Page = &p
+		return err
+	case "lock":
+		lk, err := l.Show(ctx, req.Key)
+		resp.Lock = &lk
+		return err
+	default:
+		tok, err := l.Release(ctx, req.Key, req.Token)
+		resp.Freed = tok
+		return err
+	}
+}
+
+// CallLocks sends a lock inspection or forced release (req.Op "locks", "lock" or
+// "force-release") over conn (a dialed admin channel to the leader). conn is closed when it
+// returns.
+func CallLocks(ctx context.Context, conn net.Conn, req ChannelRequest) (LockPage, Lock, uint64, error) {
+	resp, _, err := call(ctx, conn, req, nil)
+	if err != nil {
+		return LockPage{}, Lock{}, 0, err
+	}
+	var p LockPage
+	var lk Lock
+	if resp.Page != nil {
+		p = *resp.Page
+	}
+	if resp.Lock != nil {
+		lk = *resp.Lock
+	}
+	return p, lk, resp.Freed, nil
+}
 
 // CallChannel sends a membership change (Op "add" or "remove") over conn (a dialed admin
 // channel to the leader) and waits for the outcome. conn is closed when it returns.

@@ -1,8 +1,9 @@
 // Package admin is a node's HTTP side: /healthz (the process serves), /readyz (the node can
 // take requests now), /metrics (Prometheus text format, from the node's own registry),
 // /v1/status, and in cluster mode /v1/peers (list, add, remove), /v1/snapshot (a backup) and
-// /v1/restore. The reads are open and reveal no key names; changes and backups need the
-// operator's credential (an admin secret or a certificate of the admin CA), and a peer's
+// /v1/restore, and in both modes /v1/locks (lock inspection and forced release, locks.go).
+// The reads are open and reveal no key names, except /v1/locks, which like changes and
+// backups needs the operator's credential (an admin secret or a certificate of the admin CA), and a peer's
 // credential may only add or promote its own node (auth.go, docs/SECURITY.md). A signature
 // names the node and the run it is for and covers a digest of the body, so it is checked
 // before any body is read and cannot be replayed elsewhere or later. Changes are forwarded to

@@ -19,6 +19,9 @@ type Options struct {
 	// /v1/restore; changes and backups are checked by Verifier (nil: every call passes).
 	Cluster  Cluster
 	Verifier *Verifier
+	// Locks, if set, serves lock inspection at GET /v1/locks and /v1/locks/show, and forced
+	// release at POST /v1/locks/release, all for the operator only (checked by Verifier).
+	Locks Locks
 }
 
 // Handler returns the HTTP handler of a node. ready reports why the node cannot take
@@ -48,6 +51,13 @@ func Handler(reg *prometheus.Registry, ready func() error, o Options) http.Handl
 	if o.Status != nil {
 		mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, o.Status()) })
 	}
+	v := o.Verifier
+	if v == nil {
+		v = NewVerifier(Target{}, Credentials{}, nil)
+	}
+	if o.Locks != nil {
+		locks(mux, o.Locks, v)
+	}
 	if o.Cluster == nil {
 		notCluster := func(w http.ResponseWriter, _ *http.Request) {
 			writeErr(w, http.StatusNotFound, errors.New("admin: this is a single-mode server: membership, backups and restores "+
@@ -58,10 +68,6 @@ func Handler(reg *prometheus.Registry, ready func() error, o Options) http.Handl
 		}
 	}
 	if o.Cluster != nil {
-		v := o.Verifier
-		if v == nil {
-			v = NewVerifier(Target{}, Credentials{}, nil)
-		}
 		membership(mux, o.Cluster, v)
 		snapshots(mux, o.Cluster, v)
 	}

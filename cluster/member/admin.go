@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/cluster/peer"
 	"github.com/latchd/latch/cluster/raftnode"
@@ -27,6 +28,7 @@ type membership struct {
 	// State as a new member (one that may bootstrap); a node with state answers nothing
 	// until raft is open, so that no peer mistakes it for a new one.
 	starting bool
+	locks    *cluster.Node // the lock node, for /v1/locks
 }
 
 var errStarting = errors.New("this node is starting: try again in a moment")
@@ -189,4 +191,33 @@ func (m membership) orForward(ctx context.Context, err error, call func(net.Conn
 		return fmt.Errorf("forwarding to the leader %s: %w", leader, derr)
 	}
 	return call(conn)
+}
+
+// List, Show and Release implement admin.Locks: the lock node answers where it leads (and
+// has confirmed it still does); a follower forwards to the leader's admin channel.
+func (m membership) List(ctx context.Context, prefix, after string, limit int) (admin.LockPage, error) {
+	p, err := admin.LocalLocks{Node: m.locks}.List(ctx, prefix, after, limit)
+	err = m.orForward(ctx, err, func(conn net.Conn) error {
+		p, _, _, err = admin.CallLocks(ctx, conn, admin.ChannelRequest{Op: "locks", Prefix: prefix, After: after, Limit: limit})
+		return err
+	})
+	return p, err
+}
+
+func (m membership) Show(ctx context.Context, key string) (admin.Lock, error) {
+	lk, err := admin.LocalLocks{Node: m.locks}.Show(ctx, key)
+	err = m.orForward(ctx, err, func(conn net.Conn) error {
+		_, lk, _, err = admin.CallLocks(ctx, conn, admin.ChannelRequest{Op: "lock", Key: key})
+		return err
+	})
+	return lk, err
+}
+
+func (m membership) Release(ctx context.Context, key string, token uint64) (uint64, error) {
+	tok, err := admin.LocalLocks{Node: m.locks}.Release(ctx, key, token)
+	err = m.orForward(ctx, err, func(conn net.Conn) error {
+		_, _, tok, err = admin.CallLocks(ctx, conn, admin.ChannelRequest{Op: "force-release", Key: key, Token: token})
+		return err
+	})
+	return tok, err
 }

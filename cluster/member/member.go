@@ -112,7 +112,7 @@ func (m *Member) listen(hasState bool) (*peer.StreamLayer, error) {
 	}
 	m.mux = mux
 	stream.SetAdmission(raftAdmission(&m.rp, m.cfg.AcceptLegacyPeers))
-	go admin.ServeChannel(mux.Listener(peer.ChannelAdmin), membership{rp: &m.rp, mux: mux, id: m.id, starting: !hasState}, m.log.Named("admin"))
+	go admin.ServeChannel(mux.Listener(peer.ChannelAdmin), membership{rp: &m.rp, mux: mux, id: m.id, starting: !hasState, locks: m.node}, m.log.Named("admin"))
 	return stream, nil
 }
 
@@ -224,7 +224,13 @@ func (m *Member) Metrics() *cluster.Metrics { return m.cfg.Node.Metrics }
 // Admin is the membership and backup side of the admin HTTP API: a follower forwards it
 // to the leader.
 func (m *Member) Admin() admin.Cluster {
-	return membership{rp: &m.rp, mux: m.mux, id: m.id, forward: true}
+	return membership{rp: &m.rp, mux: m.mux, id: m.id, forward: true, locks: m.node}
+}
+
+// Locks is the lock inspection and forced release of /v1/locks: answered by the leader,
+// forwarded there from a follower.
+func (m *Member) Locks() admin.Locks {
+	return membership{rp: &m.rp, mux: m.mux, id: m.id, forward: true, locks: m.node}
 }
 
 // Stop ends the member in order: the client sessions drain (bounded by ctx), the node

@@ -78,7 +78,11 @@ func newSession(srv *Server, nc net.Conn, peer bool) *session {
 	} else {
 		ss.hs.at = time.Now()
 	}
-	ss.conn = srv.node.Attach(ss)
+	from := nc.RemoteAddr().String()
+	if peer {
+		from = "peer " + from // a follower forwarding its clients' requests
+	}
+	ss.conn = srv.node.AttachFrom(ss, from)
 	return ss
 }
 

@@ -26,5 +26,7 @@ func newLogger(w io.Writer, level, format string) (hclog.Logger, error) {
 		Level:      lvl,
 		Output:     w,
 		JSONFormat: json,
+		// A sub-logger's SetLevel is its own: the audit trail logs at INFO under any level.
+		IndependentLevels: true,
 	}), nil
 }

@@ -34,6 +34,7 @@ func newApp() *cli.App {
 			pingCommand(),
 			benchCommand(),
 			statusCommand(),
+			locksCommand(),
 			peersCommand(),
 			snapshotCommand(),
 			recoverCommand(),

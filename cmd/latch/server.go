@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/cluster"
@@ -46,6 +47,7 @@ func serverCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-waiters", Value: def.MaxWaiters, Usage: "hard limit of queued waiters (admission of waits closes at 90%)", EnvVars: env("MAX_WAITERS")},
 			&cli.IntFlag{Name: "max-conns", Value: server.DefaultMaxConns, Usage: "most client connections at once", EnvVars: env("MAX_CONNS")},
 			&cli.Uint64Flag{Name: "token-floor", Usage: fmt.Sprintf("the first token is `N`+1 (0..%d)", wire.MaxToken), EnvVars: env("TOKEN_FLOOR")},
+			&cli.BoolFlag{Name: "audit", Usage: "log every grant, release, expiry and forced release as one line (logger latch.audit, at INFO whatever --log-level says)", EnvVars: env("AUDIT")},
 			&cli.BoolFlag{Name: "pprof", Usage: "serve Go's profiler under /debug/pprof/ on --http", EnvVars: env("PPROF")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error", EnvVars: env("LOG_LEVEL")},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json", EnvVars: env("LOG_FORMAT")},
@@ -114,6 +116,10 @@ func runServer(c *cli.Context) error {
 		Logger:     log.Named("node"),
 		Metrics:    metrics,
 	}
+	if c.Bool("audit") {
+		nodeCfg.Audit = log.Named("audit")
+		nodeCfg.Audit.SetLevel(hclog.Info)
+	}
 	scfg := server.Config{
 		Secrets:  secrets,
 		MaxConns: c.Int("max-conns"),
@@ -170,7 +176,15 @@ func runServer(c *cli.Context) error {
 	// /v1/status names this node and its run (boot): a signed admin call is good for them
 	// only. It reveals no key names and no lock contents (docs/SECURITY.md).
 	opts := admin.Options{Pprof: c.Bool("pprof"), Status: func() any { return map[string]any{"mode": mode, "boot": boot, "node": node.Stats()} }}
+	opts.Verifier = admin.NewVerifier(admin.Target{Boot: boot}, admin.Credentials{AdminSecrets: cred.admin, AdminCAs: tlsCfg.adminCAs}, nil)
+	opts.Locks = admin.LocalLocks{Node: node}
+	if mem == nil && !adminAuth && server.CheckListen(c.String("http"), false, c.Bool("insecure")) != nil {
+		// Lock inspection shows key names and breaks locks: not on an open non-loopback port.
+		opts.Locks = nil
+		log.Warn("lock inspection and forced release (/v1/locks) are off: --http is not on loopback and no admin credential is set; pass --admin-secret-file FILE (or --insecure)", "http", c.String("http"))
+	}
 	if mem != nil {
+		opts.Locks = mem.Locks()
 		opts.Status = func() any {
 			return map[string]any{"mode": mode, "id": mem.ID(), "boot": boot, "node": node.Stats(), "raft": mem.Raft().Status()}
 		}

@@ -1,0 +1,201 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/outcome"
+	"github.com/latchd/latch/wire"
+)
+
+// Lock is one key as GET /v1/locks and /v1/locks/show report it.
+type Lock struct {
+	Key  string `json:"key"`
+	Held bool   `json:"held"`
+	// Token and LeaseLeft are the holder's (absent when free): its fencing token and the
+	// seconds its lease has left as the leader counts them.
+	Token     uint64  `json:"token,omitempty"`
+	LeaseLeft float64 `json:"lease_left_seconds,omitempty"`
+	// Releasing: a release or an expiry of the holder is in the log.
+	Releasing bool `json:"releasing,omitempty"`
+	Waiters   int  `json:"waiters"`
+}
+
+// LockPage is one page of GET /v1/locks: held keys in byte order after the query's after.
+type LockPage struct {
+	Locks []Lock `json:"locks"`
+	// Next is the after of the next page; absent on the last.
+	Next string `json:"next,omitempty"`
+	// Held is the number of held keys in all.
+	Held int `json:"held"`
+}
+
+// ReleaseRequest is the body of POST /v1/locks/release: free key, held by token (0: by
+// whichever token holds it).
+type ReleaseRequest struct {
+	Key   string `json:"key"`
+	Token uint64 `json:"token,omitempty"`
+}
+
+// Released is the answer to a forced release: the token it freed.
+type Released struct {
+	Key   string `json:"key"`
+	Token uint64 `json:"token"`
+}
+
+// Locks is what the lock endpoints need of a node: the leader's view of its keys, read
+// linearizably (a node that may have been deposed never answers), and a forced release
+// through the log. LocalLocks is a node's own; in cluster mode cluster/member wraps it to
+// forward to the leader.
+type Locks interface {
+	List(ctx context.Context, prefix, after string, limit int) (LockPage, error)
+	Show(ctx context.Context, key string) (Lock, error)
+	Release(ctx context.Context, key string, token uint64) (uint64, error)
+}
+
+// ErrNotHeld marks a forced release of a key that is free or held by another token (409).
+var ErrNotHeld = cluster.ErrNotHeld
+
+// DefaultLocksPage is the page size of GET /v1/locks without limit.
+const DefaultLocksPage = 100
+
+// LocalLocks is Locks on this node's lock node: it answers where the node decides (single
+// mode, the leader), and with an error of outcome NotLeader elsewhere.
+type LocalLocks struct{ Node *cluster.Node }
+
+func (l LocalLocks) List(ctx context.Context, prefix, after string, limit int) (LockPage, error) {
+	type res struct {
+		p   cluster.LocksPage
+		err error
+	}
+	ch := make(chan res, 1)
+	l.Node.Locks(prefix, after, limit, func(p cluster.LocksPage, err error) { ch <- res{p, err} })
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return LockPage{}, r.err
+		}
+		out := LockPage{Locks: make([]Lock, len(r.p.Locks)), Next: r.p.Next, Held: r.p.Held}
+		for i, li := range r.p.Locks {
+			out.Locks[i] = lockOf(li)
+		}
+		return out, nil
+	case <-ctx.Done():
+		return LockPage{}, outcome.New(outcome.NotApplied, ctx.Err())
+	}
+}
+
+func (l LocalLocks) Show(ctx context.Context, key string) (Lock, error) {
+	type res struct {
+		li  cluster.LockInfo
+		err error
+	}
+	ch := make(chan res, 1)
+	l.Node.Lock(key, func(li cluster.LockInfo, err error) { ch <- res{li, err} })
+	select {
+	case r := <-ch:
+		return lockOf(r.li), r.err
+	case <-ctx.Done():
+		return Lock{}, outcome.New(outcome.NotApplied, ctx.Err())
+	}
+}
+
+func (l LocalLocks) Release(ctx context.Context, key string, token uint64) (uint64, error) {
+	type res struct {
+		tok uint64
+		err error
+	}
+	ch := make(chan res, 1)
+	l.Node.ForceRelease([]byte(key), token, func(tok uint64, err error) { ch <- res{tok, err} })
+	select {
+	case r := <-ch:
+		return r.tok, r.err
+	case <-ctx.Done():
+		// The release may be in the log: its fate is unknown here.
+		return 0, outcome.New(outcome.MaybeApplied, fmt.Errorf("no outcome before the deadline: %w", ctx.Err()))
+	}
+}
+
+func lockOf(li cluster.LockInfo) Lock {
+	return Lock{Key: li.Key, Held: li.Held, Token: li.Token, LeaseLeft: li.LeaseLeft.Seconds(), Releasing: li.Releasing, Waiters: li.Waiters}
+}
+
+// locks adds /v1/locks to mux. Every call needs the operator's credential: the reads show key
+// names, which nothing else on --http reveals, and a forced release breaks a lock.
+func locks(mux *http.ServeMux, l Locks, v *Verifier) {
+	mux.HandleFunc("GET /v1/locks", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := authorize(w, r, v, Operator); !ok {
+			return
+		}
+		q := r.URL.Query()
+		limit := DefaultLocksPage
+		if s := q.Get("limit"); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 || n > cluster.MaxLocksPage {
+				writeErr(w, http.StatusBadRequest, fmt.Errorf("admin: limit %q: want 1..%d", s, cluster.MaxLocksPage))
+				return
+			}
+			limit = n
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+		defer cancel()
+		p, err := l.List(ctx, q.Get("prefix"), q.Get("after"), limit)
+		if err != nil {
+			writeErr(w, outcome.HTTPStatus(err), err)
+			return
+		}
+		writeJSON(w, http.StatusOK, p)
+	})
+	mux.HandleFunc("GET /v1/locks/show", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := authorize(w, r, v, Operator); !ok {
+			return
+		}
+		key := r.URL.Query().Get("key")
+		if err := wire.CheckKey([]byte(key)); err != nil {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("admin: key %q: %w", key, err))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+		defer cancel()
+		lk, err := l.Show(ctx, key)
+		if err != nil {
+			writeErr(w, outcome.HTTPStatus(err), err)
+			return
+		}
+		writeJSON(w, http.StatusOK, lk)
+	})
+	mux.HandleFunc("POST /v1/locks/release", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := authorize(w, r, v, Operator); !ok {
+			return
+		}
+		body, ok := readBody(w, r, maxBody)
+		if !ok {
+			return
+		}
+		var req ReleaseRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			writeErr(w, http.StatusBadRequest, errors.New(`admin: want {"key": KEY, "token": TOKEN (optional)}`))
+			return
+		}
+		if err := wire.CheckKey([]byte(req.Key)); err != nil {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("admin: key %q: %w", req.Key, err))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+		defer cancel()
+		tok, err := l.Release(ctx, req.Key, req.Token)
+		switch {
+		case errors.Is(err, ErrNotHeld):
+			writeErr(w, http.StatusConflict, err)
+		case err != nil:
+			writeChangeErr(w, err, "latch locks show "+strconv.Quote(req.Key))
+		default:
+			writeJSON(w, http.StatusOK, Released{Key: req.Key, Token: tok})
+		}
+	})
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/wire"
+)
+
+// locksPage is the page size the CLI asks for: the server's largest.
+const locksPage = 1000
+
+func locksCommand() *cli.Command {
+	signed := func(c *cli.Context) ([]byte, admin.Remote, error) {
+		secret, err := adminSecret(c)
+		if err != nil {
+			return nil, admin.Remote{}, err
+		}
+		a, err := adminTargetOf(c)
+		return secret, a, err
+	}
+	return &cli.Command{
+		Name:  "locks",
+		Usage: "list held locks (key, token, lease left, waiters) as the leader sees them; show or release one",
+		Description: "Read through any node's --http from the leader, and only from a leader that has confirmed it\n" +
+			"still leads. The list is fetched page by page in key order. Every call needs the admin\n" +
+			"credential when the server has one (--admin-secret-file, or a certificate of --admin-tls-ca).",
+		Flags: append(adminFlags(),
+			&cli.StringFlag{Name: "prefix", Usage: "only keys that start with `P`"},
+			&cli.IntFlag{Name: "limit", Usage: "list at most `N` keys (0: all)"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per lock, one per line"},
+		),
+		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return cli.Exit(fmt.Sprintf("latch locks: unexpected arguments %q (subcommands: show KEY, release KEY; flags go before arguments)", c.Args().Slice()), exitUsage)
+			}
+			if c.Int("limit") < 0 {
+				return cli.Exit("latch locks: --limit must be 0 (all) or more", exitUsage)
+			}
+			secret, a, err := signed(c)
+			if err != nil {
+				return cli.Exit("latch locks: "+err.Error(), exitUsage)
+			}
+			return listLocks(c, a, secret)
+		},
+		Subcommands: []*cli.Command{
+			{
+				Name:      "show",
+				Usage:     "show one key: free, or held with its token, lease left and waiters",
+				ArgsUsage: "KEY",
+				Flags:     append(adminFlags(), &cli.BoolFlag{Name: "json", Usage: "print the JSON"}),
+				Action: func(c *cli.Context) error {
+					key, err := oneKey(c)
+					if err != nil {
+						return cli.Exit("latch locks show: "+err.Error(), exitUsage)
+					}
+					secret, a, err := signed(c)
+					if err != nil {
+						return cli.Exit("latch locks show: "+err.Error(), exitUsage)
+					}
+					ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
+					defer cancel()
+					var lk admin.Lock
+					if err := a.Call(ctx, http.MethodGet, "/v1/locks/show?key="+url.QueryEscape(key), nil, secret, &lk); err != nil {
+						return cli.Exit("latch locks show: "+err.Error(), exitUnavailable)
+					}
+					if c.Bool("json") {
+						return json.NewEncoder(c.App.Writer).Encode(lk)
+					}
+					if !lk.Held {
+						fmt.Fprintf(c.App.Writer, "%s free (waiters %d)\n", lk.Key, lk.Waiters)
+						return nil
+					}
+					fmt.Fprintf(c.App.Writer, "%s held token %d lease left %s waiters %d%s\n", lk.Key, lk.Token, leaseLeft(lk.LeaseLeft), lk.Waiters, releasing(lk))
+					return nil
+				},
+			},
+			{
+				Name:      "release",
+				Usage:     "free a key through the log, as its holder's release would (the next waiter is granted)",
+				ArgsUsage: "KEY",
+				Description: "Prints the token it freed. With --token, it frees the key only while that token holds\n" +
+					"it, and refuses (exit 1) when it no longer does; without, it frees whichever token holds it.\n" +
+					"The holder is not told: its own release later answers not held, and a resource that checks\n" +
+					"fencing tokens refuses its writes once the next holder has written.",
+				Flags: append(adminFlags(), &cli.Uint64Flag{Name: "token", Usage: "free the key only if token `T` holds it"}),
+				Action: func(c *cli.Context) error {
+					key, err := oneKey(c)
+					if err != nil {
+						return cli.Exit("latch locks release: "+err.Error(), exitUsage)
+					}
+					if c.IsSet("token") && (c.Uint64("token") == 0 || c.Uint64("token") > wire.MaxToken) {
+						return cli.Exit(fmt.Sprintf("latch locks release: --token %d: tokens are 1..%d", c.Uint64("token"), uint64(wire.MaxToken)), exitUsage)
+					}
+					secret, a, err := signed(c)
+					if err != nil {
+						return cli.Exit("latch locks release: "+err.Error(), exitUsage)
+					}
+					return forceRelease(c, a, secret, key, c.Uint64("token"))
+				},
+			},
+		},
+	}
+}
+
+// oneKey is the verb's one KEY argument, checked by the client's key rules.
+func oneKey(c *cli.Context) (string, error) {
+	if c.NArg() != 1 {
+		return "", fmt.Errorf("want exactly one KEY, got %d arguments (flags go before the key)", c.NArg())
+	}
+	key := c.Args().First()
+	if err := wire.CheckClientKey(key); err != nil {
+		return "", fmt.Errorf("key %q: %w", key, err)
+	}
+	return key, nil
+}
+
+func listLocks(c *cli.Context, a admin.Remote, secret []byte) error {
+	limit := c.Int("limit")
+	w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
+	enc := json.NewEncoder(c.App.Writer)
+	if !c.Bool("json") {
+		fmt.Fprintln(w, "KEY\tTOKEN\tLEASE LEFT\tWAITERS")
+	}
+	after, listed := "", 0
+	for {
+		n := locksPage
+		if limit > 0 {
+			n = min(n, limit-listed)
+		}
+		q := url.Values{"limit": {strconv.Itoa(n)}}
+		if p := c.String("prefix"); p != "" {
+			q.Set("prefix", p)
+		}
+		if after != "" {
+			q.Set("after", after)
+		}
+		ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
+		var page admin.LockPage
+		err := a.Call(ctx, http.MethodGet, "/v1/locks?"+q.Encode(), nil, secret, &page)
+		cancel()
+		if err != nil {
+			w.Flush()
+			return cli.Exit("latch locks: "+err.Error(), exitUnavailable)
+		}
+		for _, lk := range page.Locks {
+			if c.Bool("json") {
+				enc.Encode(lk)
+				continue
+			}
+			fmt.Fprintf(w, "%s\t%d\t%s%s\t%d\n", lk.Key, lk.Token, leaseLeft(lk.LeaseLeft), releasing(lk), lk.Waiters)
+		}
+		listed += len(page.Locks)
+		after = page.Next
+		if after == "" || limit > 0 && listed >= limit {
+			return w.Flush()
+		}
+		w.Flush() // a page at a time: a million keys are never held here at once
+	}
+}
+
+func forceRelease(c *cli.Context, a admin.Remote, secret []byte, key string, token uint64) error {
+	body, _ := json.Marshal(admin.ReleaseRequest{Key: key, Token: token})
+	ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
+	defer cancel()
+	var out admin.Released
+	err := a.Call(ctx, http.MethodPost, "/v1/locks/release", body, secret, &out)
+	var se *admin.StatusError
+	switch {
+	case err == nil:
+		fmt.Fprintf(c.App.Writer, "released %s token %d\n", out.Key, out.Token)
+		return nil
+	case errors.As(err, &se) && se.Code == http.StatusConflict:
+		return cli.Exit("latch locks release: not released: "+se.Msg, exitNotHeld)
+	case errors.Is(err, context.DeadlineExceeded), outcomeUnknown(err):
+		return cli.Exit("latch locks release: unknown whether it was released ("+err.Error()+"): check with latch locks show "+strconv.Quote(key), exitIndeterminate)
+	}
+	return cli.Exit("latch locks release: "+err.Error(), exitUnavailable)
+}
+
+func leaseLeft(s float64) string {
+	return (time.Duration(s*float64(time.Second)) / time.Millisecond * time.Millisecond).String()
+}
+
+func releasing(lk admin.Lock) string {
+	if lk.Releasing {
+		return " (releasing)"
+	}
+	return ""
+}
