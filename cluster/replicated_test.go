@@ -107,6 +107,18 @@ func newReplicated(t *testing.T) (*harness, *fakeLog) {
 	return h, log
 }
 
+// leadingWithHolder is newReplicated leading, with a's acquire of "k" for lease seconds
+// granted and answered: it returns a, what a received from then on, and the token.
+func leadingWithHolder(t *testing.T, lease uint16) (*harness, *fakeLog, *Session, *recorder, uint64) {
+	t.Helper()
+	h, log := newReplicated(t)
+	h.n.Lead()
+	a, ra := h.conn()
+	h.acquire(a, 1, "k", 0, lease)
+	log.commit()
+	return h, log, a, ra, want(t, ra.one(t), wire.OpAcquire, 1).Token
+}
+
 func kinds(cmds []fsm.Command) string {
 	s := ""
 	for _, c := range cmds {

@@ -15,12 +15,7 @@ import (
 // A release that fails (not applied, e.g. a full proposal queue) keeps the holder, and its
 // lease still ends: the expiry the sweep skipped while the release was out is armed again.
 func TestFailedReleaseKeepsTheLeaseRunning(t *testing.T) {
-	h, log := newReplicated(t)
-	h.n.Lead()
-	a, ra := h.conn()
-	h.acquire(a, 1, "k", 0, 2)
-	log.commit()
-	tok := want(t, ra.one(t), wire.OpAcquire, 1).Token
+	h, log, a, ra, tok := leadingWithHolder(t, 2)
 	h.n.Release(a, 2, []byte("k"), tok)
 	h.clock.Advance(3 * time.Second)
 	if n := h.n.Sweep(); n != 0 { // the release is out: nothing to expire yet
@@ -122,12 +117,7 @@ func TestDrainDoesNotQueueAHeldAnswer(t *testing.T) {
 // A release answered "maybe applied" that did apply: the client's retry is answered N by the
 // log, and the view takes the log's word that the key is free instead of keeping it held.
 func TestNotHeldRetryFreesTheKey(t *testing.T) {
-	h, log := newReplicated(t)
-	h.n.Lead()
-	a, ra := h.conn()
-	h.acquire(a, 1, "k", 0, 30)
-	log.commit()
-	tok := want(t, ra.one(t), wire.OpAcquire, 1).Token
+	h, log, a, ra, tok := leadingWithHolder(t, 30)
 	h.n.Release(a, 2, []byte("k"), tok)
 	for _, p := range log.take() {
 		log.mu.Lock()

@@ -43,12 +43,7 @@ func TestAnswersFromTheViewWaitForLeadership(t *testing.T) {
 	for _, tc := range cases {
 		for _, outcome := range []string{"confirmed", "not confirmed", "deposed meanwhile"} {
 			t.Run(tc.name+"/"+outcome, func(t *testing.T) {
-				h, log := newReplicated(t)
-				h.n.Lead()
-				a, ra := h.conn()
-				h.acquire(a, 1, "k", 0, 30)
-				log.commit()
-				tok := want(t, ra.one(t), wire.OpAcquire, 1).Token
+				h, log, _, _, tok := leadingWithHolder(t, 30)
 				b, rb := h.conn()
 				tc.ask(h, log, tok, b)
 				log.commit() // an expiry the view proposed, if any, is applied: the answer still waits
@@ -77,12 +72,7 @@ func TestAnswersFromTheViewWaitForLeadership(t *testing.T) {
 // entry of this epoch decided go out when the entry's result arrives, with no confirmation
 // round: the commit itself proved the leadership.
 func TestAnswersFromTheLogNeedNoConfirmation(t *testing.T) {
-	h, log := newReplicated(t)
-	h.n.Lead()
-	a, ra := h.conn()
-	h.acquire(a, 1, "k", 0, 30)
-	log.commit()
-	tok := want(t, ra.one(t), wire.OpAcquire, 1).Token
+	h, log, a, ra, tok := leadingWithHolder(t, 30)
 	h.n.Release(a, 2, []byte("k"), tok)
 	log.commit()
 	want(t, ra.one(t), wire.OpRelease, 2)

@@ -69,55 +69,42 @@ const DefaultLocksPage = 100
 type LocalLocks struct{ Node *cluster.Node }
 
 func (l LocalLocks) List(ctx context.Context, prefix, after string, limit int) (LockPage, error) {
-	type res struct {
-		p   cluster.LocksPage
-		err error
+	p, err := await(ctx, outcome.NotApplied, func(done func(cluster.LocksPage, error)) { l.Node.Locks(prefix, after, limit, done) })
+	if err != nil {
+		return LockPage{}, err
 	}
-	ch := make(chan res, 1)
-	l.Node.Locks(prefix, after, limit, func(p cluster.LocksPage, err error) { ch <- res{p, err} })
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return LockPage{}, r.err
-		}
-		out := LockPage{Locks: make([]Lock, len(r.p.Locks)), Next: r.p.Next, Held: r.p.Held}
-		for i, li := range r.p.Locks {
-			out.Locks[i] = lockOf(li)
-		}
-		return out, nil
-	case <-ctx.Done():
-		return LockPage{}, outcome.New(outcome.NotApplied, ctx.Err())
+	out := LockPage{Locks: make([]Lock, len(p.Locks)), Next: p.Next, Held: p.Held}
+	for i, li := range p.Locks {
+		out.Locks[i] = lockOf(li)
 	}
+	return out, nil
 }
 
 func (l LocalLocks) Show(ctx context.Context, key string) (Lock, error) {
-	type res struct {
-		li  cluster.LockInfo
-		err error
-	}
-	ch := make(chan res, 1)
-	l.Node.Lock(key, func(li cluster.LockInfo, err error) { ch <- res{li, err} })
-	select {
-	case r := <-ch:
-		return lockOf(r.li), r.err
-	case <-ctx.Done():
-		return Lock{}, outcome.New(outcome.NotApplied, ctx.Err())
-	}
+	li, err := await(ctx, outcome.NotApplied, func(done func(cluster.LockInfo, error)) { l.Node.Lock(key, done) })
+	return lockOf(li), err
 }
 
 func (l LocalLocks) Release(ctx context.Context, key string, token uint64) (uint64, error) {
+	// Past the deadline the release may be in the log: its fate is unknown here.
+	return await(ctx, outcome.MaybeApplied, func(done func(uint64, error)) { l.Node.ForceRelease([]byte(key), token, done) })
+}
+
+// await starts a node call that answers through done (with the node's mutex held, so done
+// must not block) and waits for its answer until ctx ends, which is then an error of kind late.
+func await[T any](ctx context.Context, late outcome.Kind, call func(done func(T, error))) (T, error) {
 	type res struct {
-		tok uint64
+		v   T
 		err error
 	}
 	ch := make(chan res, 1)
-	l.Node.ForceRelease([]byte(key), token, func(tok uint64, err error) { ch <- res{tok, err} })
+	call(func(v T, err error) { ch <- res{v, err} })
 	select {
 	case r := <-ch:
-		return r.tok, r.err
+		return r.v, r.err
 	case <-ctx.Done():
-		// The release may be in the log: its fate is unknown here.
-		return 0, outcome.New(outcome.MaybeApplied, fmt.Errorf("no outcome before the deadline: %w", ctx.Err()))
+		var zero T
+		return zero, outcome.New(late, fmt.Errorf("no answer before the deadline: %w", ctx.Err()))
 	}
 }
 
@@ -145,11 +132,7 @@ func locks(mux *http.ServeMux, l Locks, v *Verifier) {
 		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 		defer cancel()
 		p, err := l.List(ctx, q.Get("prefix"), q.Get("after"), limit)
-		if err != nil {
-			writeErr(w, outcome.HTTPStatus(err), err)
-			return
-		}
-		writeJSON(w, http.StatusOK, p)
+		writeRead(w, p, err)
 	})
 	mux.HandleFunc("GET /v1/locks/show", func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := authorize(w, r, v, Operator); !ok {
@@ -163,11 +146,7 @@ func locks(mux *http.ServeMux, l Locks, v *Verifier) {
 		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 		defer cancel()
 		lk, err := l.Show(ctx, key)
-		if err != nil {
-			writeErr(w, outcome.HTTPStatus(err), err)
-			return
-		}
-		writeJSON(w, http.StatusOK, lk)
+		writeRead(w, lk, err)
 	})
 	mux.HandleFunc("POST /v1/locks/release", func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := authorize(w, r, v, Operator); !ok {
@@ -198,4 +177,14 @@ func locks(mux *http.ServeMux, l Locks, v *Verifier) {
 			writeJSON(w, http.StatusOK, Released{Key: req.Key, Token: tok})
 		}
 	})
+}
+
+// writeRead answers a read with v, or with err and its outcome's status (503: not the
+// leader, or it could not confirm that it still leads; ask again).
+func writeRead(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		writeErr(w, outcome.HTTPStatus(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }

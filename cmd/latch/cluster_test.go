@@ -307,13 +307,7 @@ func TestClusterFrozenLeaderGrantsNothingStale(t *testing.T) {
 	c.Hello(t, nil)
 	t1 := c.Do(t, wiretest.Acquire(1, 0, 60, "frozen")).Token
 
-	tc.procs[old].signal(t, syscall.SIGSTOP)
-	resumed := false
-	defer func() {
-		if !resumed {
-			tc.procs[old].signal(t, syscall.SIGCONT)
-		}
-	}()
+	resume := tc.procs[old].freeze(t)
 	nl := tc.leader(old)
 	n := wiretest.Dial(t, tc.procs[nl].listen)
 	n.Hello(t, nil)
@@ -326,8 +320,7 @@ func TestClusterFrozenLeaderGrantsNothingStale(t *testing.T) {
 		t.Fatalf("token %d on the new leader, not above %d", t2, t1)
 	}
 
-	tc.procs[old].signal(t, syscall.SIGCONT)
-	resumed = true
+	resume()
 	// The resumed node's client connection: whatever it answers must agree with the new
 	// leader (the key is held by t2), never a grant from its stale view.
 	c.Raw(t, wiretest.Acquire(5, 0, 30, "frozen"))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -214,4 +215,15 @@ func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// freeze stops p (SIGSTOP) and returns the func that resumes it (SIGCONT), at once when
+// called and at the latest when the test ends: no frozen process outlives its test.
+func (p *proc) freeze(t *testing.T) (resume func()) {
+	t.Helper()
+	p.signal(t, syscall.SIGSTOP)
+	var once sync.Once
+	resume = func() { once.Do(func() { p.cmd.Process.Signal(syscall.SIGCONT) }) }
+	t.Cleanup(resume)
+	return resume
 }

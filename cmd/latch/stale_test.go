@@ -1,7 +1,6 @@
 package main
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,13 +27,7 @@ func TestClusterPausedLeaderNeverAnswersAStaleN(t *testing.T) {
 	tok := c.Do(t, wiretest.Acquire(1, 0, lease, "paused")).Token
 
 	stoppedAt := time.Now()
-	tc.procs[old].signal(t, syscall.SIGSTOP)
-	resumed := false
-	defer func() {
-		if !resumed {
-			tc.procs[old].signal(t, syscall.SIGCONT)
-		}
-	}()
+	resume := tc.procs[old].freeze(t)
 	nl := tc.leader(old)
 	led := logTime(t, tc.procs[nl], "leading: lock view rebuilt")
 	resumeAt := stoppedAt.Add(lease*time.Second + 300*time.Millisecond)
@@ -43,8 +36,7 @@ func TestClusterPausedLeaderNeverAnswersAStaleN(t *testing.T) {
 	}
 	time.Sleep(time.Until(resumeAt))
 
-	tc.procs[old].signal(t, syscall.SIGCONT)
-	resumed = true
+	resume()
 	c.Raw(t, wiretest.Release(2, tok, "paused"))
 	r := c.Next(t)
 	t.Logf("the resumed old leader answered the release %s, %v after the new leader took over", wiretest.Describe(r), time.Since(led))
