@@ -55,7 +55,8 @@ type Hold struct {
 //   - No token granted twice.
 //   - Tokens in real-time order: a grant answered before another was invoked has the
 //     lower token (tokens come from one counter for every key).
-//   - No release sent NotHeldMargin or more before its ticket's deadline answered N.
+//   - No release sent NotHeldMargin or more before its ticket's deadline answered N (before
+//     that deadline; see checkNotHeld).
 //   - After every healed fault, a grant answered within RecoveryBound of the heal.
 //   - Every node start served.
 func Check(h History, o Options) []Violation {
@@ -186,10 +187,17 @@ func checkOrder(grants []Op) []Violation {
 	return out
 }
 
+// checkNotHeld finds releases sent margin or more before their ticket's deadline and
+// answered N before that deadline. The server decided between the release's Start and End,
+// and no server may expire a lease before the client's deadline (it counts the lease from
+// the grant, which follows the frame's write the deadline counts from), so such an N says
+// the lock was lost early. An N answered after the deadline proves nothing: the release may
+// have reached the server late (a partition delays it, TCP delivers it after the heal) and
+// found the lock expired; Summary counts those (NotHeldDelayed).
 func checkNotHeld(h History, margin time.Duration) []Violation {
 	var out []Violation
 	for _, op := range h.Ops {
-		if op.Kind == Release && op.Result == NotHeld && op.Deadline-op.Start >= margin {
+		if earlyNotHeld(op, margin) && op.End < op.Deadline {
 			out = append(out, Violation{VEarlyNotHeld, fmt.Sprintf("%s answered N %s before its ticket's deadline %s",
 				op, ms(op.Deadline-op.Start), ms(op.Deadline))})
 		}
@@ -213,6 +221,11 @@ func checkRecovery(h History, grants []Op, bound time.Duration) []Violation {
 		}
 	}
 	return out
+}
+
+// earlyNotHeld: a release sent margin or more before its ticket's deadline, answered N.
+func earlyNotHeld(op Op, margin time.Duration) bool {
+	return op.Kind == Release && op.Result == NotHeld && op.Deadline-op.Start >= margin
 }
 
 // FirstGrantAfter is the grant answered first at or after at.

@@ -225,6 +225,17 @@ func TestPlantedEarlyNotHeld(t *testing.T) {
 	// A wider margin forgives it; a narrower one catches more.
 	h.Ops[5].Start = msd(5500)
 	only(t, Check(h, Options{NotHeldMargin: 400 * time.Millisecond}), VEarlyNotHeld, 1)
+	// Sent 3 s early but answered after the deadline (delayed by a partition): the server
+	// may have decided after the lease ran out. Not a violation; the summary counts it.
+	h.Ops[5].Start, h.Ops[5].End = msd(3000), msd(6000)
+	if vs := Check(h, Options{}); len(vs) != 0 {
+		t.Fatalf("N answered at the deadline: %s", join(vs))
+	}
+	if s := Summarize(h, 0); s.NotHeldDelayed != 1 || !strings.Contains(s.String(), "not a violation): 1") {
+		t.Fatalf("delayed N not counted: %d\n%s", s.NotHeldDelayed, s)
+	}
+	h.Ops[5].End = msd(5999)
+	only(t, Check(h, Options{}), VEarlyNotHeld, 1)
 }
 
 func TestPlantedNoRecovery(t *testing.T) {
