@@ -50,29 +50,40 @@ func (r *chaosRun) nemesis() {
 			r.log.Warn("fault skipped", "kind", kind, "detail", f.Detail)
 			continue
 		}
-		r.rec.AddFault(f)
 		r.log.Info("fault", "kind", f.Kind, "nodes", strings.Join(f.Nodes, ","), "start", f.Start.Round(time.Millisecond),
 			"heal", f.Heal.Round(time.Millisecond), "detail", f.Detail)
-		r.settle(f.Heal)
+		f.Leader = r.settle(f.Heal)
+		r.rec.AddFault(f)
 	}
 }
 
 // settle waits (bounded) for a grant answered after heal and for an agreed leader, then
-// for spec.Quiet.
-func (r *chaosRun) settle(heal time.Duration) {
-	deadline := time.Now().Add(15 * time.Second)
+// for spec.Quiet; it returns when the leader was first seen agreed (0: not within the
+// bound).
+func (r *chaosRun) settle(heal time.Duration) (leaderAt time.Duration) {
+	found := make(chan time.Duration, 1)
+	go func() {
+		if r.leader(chaosLeaderSearchTime) >= 0 {
+			found <- r.rec.Now()
+			return
+		}
+		found <- 0
+	}()
+	deadline := time.Now().Add(chaosLeaderSearchTime)
 	for r.work.LastGrant() < heal && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
-	if r.work.LastGrant() >= heal {
-		r.log.Info("recovered", "after_heal", (r.work.LastGrant() - heal).Round(time.Millisecond))
+	leaderAt = <-found
+	if g := r.work.LastGrant(); g >= heal {
+		r.log.Info("recovered", "grant_after_heal", (g - heal).Round(time.Millisecond), "leader_after_heal", (leaderAt - heal).Round(time.Millisecond))
 	} else {
-		r.log.Warn("no grant within 15 s of the heal")
+		r.log.Warn("no grant after the heal", "within", chaosLeaderSearchTime)
 	}
-	if r.leader(chaosLeaderSearchTime) < 0 {
+	if leaderAt == 0 {
 		r.log.Warn("no agreed leader after the heal", "within", chaosLeaderSearchTime)
 	}
 	time.Sleep(r.spec.Quiet)
+	return leaderAt
 }
 
 // inject runs one fault of kind to its heal; ok is false if it could not start (no leader
@@ -177,22 +188,32 @@ func (r *chaosRun) rollingRestart(order []int) (heal time.Duration, detail strin
 			n.waitExit(10 * time.Second)
 		}
 		heal = r.rec.Now()
-		n.start()
-		if l := r.leader(chaosLeaderSearchTime); l < 0 {
-			detail += fmt.Sprintf("no agreed leader within %s of restarting %s; ", chaosLeaderSearchTime, n.spec.ID)
+		if n.start() && !r.awaitCaughtUp(i, chaosLeaderSearchTime) {
+			detail += fmt.Sprintf("%s not caught up with an agreed leader within %s of its restart; ", n.spec.ID, chaosLeaderSearchTime)
 		}
-		r.awaitCaughtUp(i, 10*time.Second)
 	}
 	return heal, detail
 }
 
-// awaitCaughtUp waits up to d until node i has applied what it knows to be committed.
-func (r *chaosRun) awaitCaughtUp(i int, d time.Duration) {
+// awaitCaughtUp waits up to d until node i follows the agreed leader and has applied
+// what that leader had committed when first asked.
+func (r *chaosRun) awaitCaughtUp(i int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
+	var leaderID string
+	var commit uint64
 	for time.Now().Before(deadline) {
-		if st, err := r.status(i); err == nil && st.Raft.LeaderID != "" && st.Raft.AppliedIndex >= st.Raft.CommitIndex {
-			return
+		if leaderID == "" {
+			if l := r.leader(time.Second); l >= 0 {
+				if st, err := r.status(l); err == nil && st.Raft.Leading {
+					leaderID, commit = st.Raft.ID, st.Raft.CommitIndex
+				}
+			}
+			continue
 		}
-		time.Sleep(100 * time.Millisecond)
+		if st, err := r.status(i); err == nil && st.Raft.LeaderID == leaderID && st.Raft.AppliedIndex >= commit {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
+	return false
 }

@@ -40,7 +40,7 @@ func clean() History {
 			{Worker: 5, Kind: Acquire, Key: "b", Start: msd(15000), End: msd(16001), Result: OK, Token: 7, Deadline: msd(19000)},
 		},
 		Faults: []Fault{
-			{Kind: "kill-leader", Nodes: []string{"n1"}, Start: msd(7000), Heal: msd(10000)},
+			{Kind: "kill-leader", Nodes: []string{"n1"}, Start: msd(7000), Heal: msd(10000), Leader: msd(11500)},
 			{Kind: "pause-leader", Nodes: []string{"n2"}, Start: msd(17000)}, // never healed: not checked
 		},
 		Starts: []NodeStart{{Node: "n1", At: 0, Took: msd(300), OK: true}, {Node: "n1", At: msd(10000), Took: msd(200), OK: true}},
@@ -280,11 +280,11 @@ func TestSummary(t *testing.T) {
 		t.Fatalf("holds released %d expired %d", s.HoldsReleased, s.HoldsExpired)
 	}
 	if len(s.Faults) != 2 || s.Faults[0].Kind != "kill-leader" || len(s.Faults[0].Recovery) != 1 ||
-		s.Faults[0].Recovery[0] != msd(4900) || s.Faults[0].Gap[0] != msd(7900) {
+		s.Faults[0].Recovery[0] != msd(4900) || s.Faults[0].Gap[0] != msd(7900) || s.Faults[0].Leader[0] != msd(1500) {
 		t.Fatalf("faults: %+v", s.Faults)
 	}
 	text := s.String()
-	for _, want := range []string{"3 nodes, seed 7", "acquire ok 7", "kill-leader", "x1", "recovery 4.9s", "1 of 9 (11.11%)", "no answer 1"} {
+	for _, want := range []string{"3 nodes, seed 7", "acquire ok 7", "kill-leader", "x1", "recovery 4.9s", "leader 1.5s", "1 of 9 (11.11%)", "no answer 1"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("summary lacks %q:\n%s", want, text)
 		}

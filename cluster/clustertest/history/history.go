@@ -59,12 +59,14 @@ type Op struct {
 }
 
 // Fault is one fault the nemesis injected at Start and healed at Heal (the restart,
-// resume or reconnect moment); Heal is 0 if it was never healed.
+// resume or reconnect moment); Heal is 0 if it was never healed. Leader, if not 0, is when
+// the nemesis first saw every node agree on one leader after the heal.
 type Fault struct {
 	Kind   string        `json:"kind"`
 	Nodes  []string      `json:"nodes"`
 	Start  time.Duration `json:"start"`
 	Heal   time.Duration `json:"heal"`
+	Leader time.Duration `json:"leader,omitempty"`
 	Detail string        `json:"detail,omitempty"`
 }
 

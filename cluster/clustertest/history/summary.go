@@ -32,8 +32,9 @@ type Summary struct {
 type FaultSummary struct {
 	Kind  string
 	Count int
-	// Recovery: per fault, from its heal to the first grant answered after it.
-	Recovery []time.Duration
+	// Recovery: per fault, from its heal to the first grant answered after it; Leader, from
+	// its heal to an agreed leader (where the nemesis saw one).
+	Recovery, Leader []time.Duration
 	// Gap: per fault, the longest stretch without a grant answered between its start and
 	// that first grant after its heal.
 	Gap []time.Duration
@@ -113,6 +114,9 @@ func summarizeFaults(h History) []FaultSummary {
 		if f.Heal == 0 {
 			continue
 		}
+		if f.Leader != 0 {
+			fs.Leader = append(fs.Leader, max(0, f.Leader-f.Heal))
+		}
 		first, ok := FirstGrantAfter(grants, f.Heal)
 		if !ok {
 			continue
@@ -146,9 +150,9 @@ func (s Summary) String() string {
 	fmt.Fprintf(&b, "believed holds: %d ended by a release, %d by the ticket's deadline\n", s.HoldsReleased, s.HoldsExpired)
 	fmt.Fprintf(&b, "releases sent >= %s before the deadline answered N after it (delayed past it; not a violation): %d\n", DefaultNotHeldMargin, s.NotHeldDelayed)
 	fmt.Fprintf(&b, "node starts: %d, failed %d\n", s.NodeStarts, s.NodeStartFailed)
-	fmt.Fprintf(&b, "faults by kind (recovery: heal to first grant; gap: longest stretch without a grant from fault to recovery):\n")
+	fmt.Fprintf(&b, "faults by kind (recovery: heal to first grant; leader: heal to an agreed leader; gap: longest stretch without a grant from fault to recovery):\n")
 	for _, f := range s.Faults {
-		fmt.Fprintf(&b, "  %-20s x%d  recovery %s  gap %s\n", f.Kind, f.Count, spread(f.Recovery), spread(f.Gap))
+		fmt.Fprintf(&b, "  %-23s x%d  recovery %s  leader %s  gap %s\n", f.Kind, f.Count, spread(f.Recovery), spread(f.Leader), spread(f.Gap))
 	}
 	share := 0.0
 	if s.Acquires > 0 {
