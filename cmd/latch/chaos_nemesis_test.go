@@ -120,7 +120,13 @@ func (r *chaosRun) inject(kind string) (f history.Fault, ok bool) {
 				f.Detail += r.nodes[v].spec.ID + " still running 10 s after SIGKILL; "
 			}
 		}
-		time.Sleep(r.spec.Hold)
+		// Every node down: restarted after a second (the point is recovery from disk; a
+		// longer outage only lengthens the client's reconnect backoff, 2 s at most).
+		if kind == faultKillAll {
+			time.Sleep(time.Second)
+		} else {
+			time.Sleep(r.spec.Hold)
+		}
 		f.Heal = r.rec.Now()
 		r.startAll(r.pick(victims))
 	case faultPauseLeader:

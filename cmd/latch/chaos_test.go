@@ -33,8 +33,9 @@ import (
 // The faults, one at a time, each kind once per cycle in a seeded order: kill -9 of the
 // leader, kill -9 of a follower, SIGSTOP of the leader for 3 s (past raft's 1 s election
 // timeout) then SIGCONT, a partition of the leader and one of a minority of followers (for
-// 5 nodes: 2), kill -9 of every node at once then a restart of all, and a rolling SIGTERM
-// restart. The workload: workers contending for 3 keys with 2-3 s leases, which release
+// 5 nodes: 2), kill -9 of every node at once then a restart of all 1 s later, and a rolling
+// SIGTERM restart (each node in turn, the next once it has caught up). Killed and
+// partitioned nodes come back after 3 s. The workload: workers contending for 3 keys with 2-3 s leases, which release
 // after a short critical section, let the lease run out, or let it run out and release
 // anyway; and a probe taking a fresh key every 50 ms, whose grants show when the cluster
 // serves.
