@@ -26,7 +26,8 @@ import (
 //     answer, min(the release sent, the Ticket's deadline)];
 //   - no token granted twice, and tokens in real-time order (a grant answered before
 //     another was invoked has the lower token);
-//   - no release sent a second or more before its Ticket's deadline answered N;
+//   - no release sent a second or more before its Ticket's deadline answered N (an N
+//     answered after the deadline, or to a resend, proves nothing and is only counted);
 //   - after every healed fault, a grant within 5 s of the heal;
 //   - no node that failed to start.
 //

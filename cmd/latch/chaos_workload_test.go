@@ -114,6 +114,8 @@ func (w *chaosWorkload) release(tk *client.Ticket, worker int) {
 	op.Result, op.Why = chaosResult(err)
 	if err != nil {
 		op.Err = err.Error()
+		// The client says so when an N answered a resend (Client.Release).
+		op.Resent = errors.Is(err, client.ErrNotHeld) && strings.Contains(op.Err, "answered to a resend")
 	}
 	w.rec.AddOp(op)
 }

@@ -56,7 +56,7 @@ type Hold struct {
 //   - Tokens in real-time order: a grant answered before another was invoked has the
 //     lower token (tokens come from one counter for every key).
 //   - No release sent NotHeldMargin or more before its ticket's deadline answered N (before
-//     that deadline; see checkNotHeld).
+//     that deadline, and not to a resend; see checkNotHeld).
 //   - After every healed fault, a grant answered within RecoveryBound of the heal.
 //   - Every node start served.
 func Check(h History, o Options) []Violation {
@@ -193,11 +193,13 @@ func checkOrder(grants []Op) []Violation {
 // the grant, which follows the frame's write the deadline counts from), so such an N says
 // the lock was lost early. An N answered after the deadline proves nothing: the release may
 // have reached the server late (a partition delays it, TCP delivers it after the heal) and
-// found the lock expired; Summary counts those (NotHeldDelayed).
+// found the lock expired; Summary counts those (NotHeldDelayed). Neither does an N answered
+// to a resend (Resent): the first attempt may have released the lock before its connection
+// was lost; Summary counts those too (NotHeldResent).
 func checkNotHeld(h History, margin time.Duration) []Violation {
 	var out []Violation
 	for _, op := range h.Ops {
-		if earlyNotHeld(op, margin) && op.End < op.Deadline {
+		if earlyNotHeld(op, margin) && op.End < op.Deadline && !op.Resent {
 			out = append(out, Violation{VEarlyNotHeld, fmt.Sprintf("%s answered N %s before its ticket's deadline %s",
 				op, ms(op.Deadline-op.Start), ms(op.Deadline))})
 		}
@@ -250,6 +252,9 @@ func (op Op) String() string {
 	}
 	if op.Deadline != 0 {
 		s += " deadline " + ms(op.Deadline)
+	}
+	if op.Resent {
+		s += " resent"
 	}
 	if op.Why != "" {
 		s += " (" + op.Why + ")"

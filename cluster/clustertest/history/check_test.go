@@ -231,11 +231,19 @@ func TestPlantedEarlyNotHeld(t *testing.T) {
 	if vs := Check(h, Options{}); len(vs) != 0 {
 		t.Fatalf("N answered at the deadline: %s", join(vs))
 	}
-	if s := Summarize(h, 0); s.NotHeldDelayed != 1 || !strings.Contains(s.String(), "not a violation): 1") {
+	if s := Summarize(h, 0); s.NotHeldDelayed != 1 || !strings.Contains(s.String(), "(delayed past it) 1, to a resend 0") {
 		t.Fatalf("delayed N not counted: %d\n%s", s.NotHeldDelayed, s)
 	}
 	h.Ops[5].End = msd(5999)
 	only(t, Check(h, Options{}), VEarlyNotHeld, 1)
+	// The same N answered to a resend: the first attempt may have released it.
+	h.Ops[5].Resent = true
+	if vs := Check(h, Options{}); len(vs) != 0 {
+		t.Fatalf("N to a resend: %s", join(vs))
+	}
+	if s := Summarize(h, 0); s.NotHeldResent != 1 || s.NotHeldDelayed != 0 || !strings.Contains(s.String(), "to a resend 1") {
+		t.Fatalf("N to a resend not counted: %+v\n%s", s, s)
+	}
 }
 
 func TestPlantedNoRecovery(t *testing.T) {

@@ -56,6 +56,9 @@ type Op struct {
 	// Deadline is the Ticket's Deadline: of the grant (acquire OK) or of the ticket being
 	// released (release).
 	Deadline time.Duration `json:"deadline,omitempty"`
+	// Resent: a release whose answer came to a resend (the client sent it again after its
+	// connection was lost); an N may then be its own first attempt's doing.
+	Resent bool `json:"resent,omitempty"`
 }
 
 // Fault is one fault the nemesis injected at Start and healed at Heal (the restart,

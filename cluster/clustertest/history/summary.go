@@ -17,10 +17,11 @@ type Summary struct {
 	// Holds: believed holds ended by a release sent, and by the ticket's deadline.
 	HoldsReleased, HoldsExpired int
 	// NotHeldDelayed: releases sent DefaultNotHeldMargin or more before their ticket's
-	// deadline, answered N after it (not a violation; see checkNotHeld).
-	NotHeldDelayed              int
-	Faults                      []FaultSummary
-	NodeStarts, NodeStartFailed int
+	// deadline, answered N after it; NotHeldResent: such releases answered N to a resend
+	// (neither is a violation; see checkNotHeld).
+	NotHeldDelayed, NotHeldResent int
+	Faults                        []FaultSummary
+	NodeStarts, NodeStartFailed   int
 	// Acquires and the indeterminate ones, by Why and by the fault in effect when invoked
 	// (invoked between a fault's start and its heal plus the recovery bound; else "none").
 	Acquires, Indeterminate int
@@ -50,7 +51,11 @@ func Summarize(h History, bound time.Duration) Summary {
 		IndeterminateWhy: map[string]int{}, IndeterminateDuring: map[string]int{}}
 	for _, op := range h.Ops {
 		s.Ops[string(op.Kind)+" "+string(op.Result)]++
-		if earlyNotHeld(op, DefaultNotHeldMargin) && op.End >= op.Deadline {
+		switch {
+		case !earlyNotHeld(op, DefaultNotHeldMargin):
+		case op.Resent:
+			s.NotHeldResent++
+		case op.End >= op.Deadline:
 			s.NotHeldDelayed++
 		}
 		if op.Kind != Acquire {
@@ -148,7 +153,8 @@ func (s Summary) String() string {
 	fmt.Fprintf(&b, "chaos run: %d nodes, seed %d, %s\n", s.Nodes, s.Seed, s.Duration.Round(time.Millisecond))
 	fmt.Fprintf(&b, "operations by result: %s\n", counts(s.Ops))
 	fmt.Fprintf(&b, "believed holds: %d ended by a release, %d by the ticket's deadline\n", s.HoldsReleased, s.HoldsExpired)
-	fmt.Fprintf(&b, "releases sent >= %s before the deadline answered N after it (delayed past it; not a violation): %d\n", DefaultNotHeldMargin, s.NotHeldDelayed)
+	fmt.Fprintf(&b, "releases sent >= %s before the deadline answered N, not violations: after the deadline (delayed past it) %d, to a resend %d\n",
+		DefaultNotHeldMargin, s.NotHeldDelayed, s.NotHeldResent)
 	fmt.Fprintf(&b, "node starts: %d, failed %d\n", s.NodeStarts, s.NodeStartFailed)
 	fmt.Fprintf(&b, "faults by kind (recovery: heal to first grant; leader: heal to an agreed leader; gap: longest stretch without a grant from fault to recovery):\n")
 	for _, f := range s.Faults {
