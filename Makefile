@@ -11,9 +11,12 @@ BENCH_ARGS   ?= --duration 5s --warmup 1s
 
 CLUSTER_DIR ?= /tmp/latch-cluster
 
+CHAOS_DURATION ?= 4m
+CHAOS_NODES    ?= 3 5
+
 IMAGE     ?= ghcr.io/latchd/latch
 
-.PHONY: build run cluster test test-short test-deploy image bench microbench fuzz lint clean
+.PHONY: build run cluster test test-short test-deploy chaos image bench microbench fuzz lint clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/latch
@@ -40,6 +43,19 @@ cluster: build
 ## test: every package with the race detector; cluster and process tests start their own servers.
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+## chaos: the fault-injection history test (TestClusterChaos; needs root and iproute2) for
+## CHAOS_DURATION on a cluster of each size in CHAOS_NODES, in network namespaces: kill -9,
+## SIGSTOP, partitions, kill of every node, rolling SIGTERM restarts under a contended
+## workload; it checks the recorded history and prints a summary. LATCH_CHAOS_SEED=N
+## repeats a run's schedule. `make test` runs a 60 s 3-node version.
+chaos:
+	@[ "$$(id -u)" = 0 ] || { echo "make chaos needs root (it creates network namespaces)"; exit 1; }
+	@for n in $(CHAOS_NODES); do \
+		echo "== chaos: $$n nodes, $(CHAOS_DURATION)"; \
+		LATCH_CHAOS_NODES=$$n LATCH_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -v -timeout 2h \
+			-run '^TestClusterChaos$$' ./cmd/latch/ || exit 1; \
+	done
 
 ## test-deploy: the deploy module (its own go.mod, so Kubernetes libraries stay out of latch):
 ## renders deploy/k8s with kustomize, decodes every object strictly into the API types, and

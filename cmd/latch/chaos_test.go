@@ -1,141 +1,225 @@
 package main
 
 import (
+	"bufio"
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
-	"sort"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/latchd/latch/client"
-	"github.com/latchd/latch/cluster/clustertest"
+	"github.com/latchd/latch/cluster/clustertest/history"
 )
 
-// hold is one lock a worker was given: from when Acquire returned to when it began to
-// release it, or its ticket's conservative deadline if that came first.
-type hold struct {
-	key        string
-	token      uint64
-	start, end time.Time
-	worker     int
+// TestClusterChaos is latch's own Jepsen-style fault-injection test: a real cluster of the
+// built binary, the official client driving a contended workload, a nemesis cycling
+// through faults, every operation recorded on one monotonic clock, and the history checked
+// afterwards by package clustertest/history:
+//
+//   - no two holders of a key whose believed holds overlap, a hold being [the grant's
+//     answer, min(the release sent, the Ticket's deadline)];
+//   - no token granted twice, and tokens in real-time order (a grant answered before
+//     another was invoked has the lower token);
+//   - no release sent a second or more before its Ticket's deadline answered N (an N
+//     answered after the deadline, or to a resend, proves nothing and is only counted);
+//   - after every healed fault, a grant within 5 s of the heal;
+//   - no node that failed to start.
+//
+// The faults, one at a time, each kind once per cycle in a seeded order: kill -9 of the
+// leader, kill -9 of a follower, SIGSTOP of the leader for 3 s (past raft's 1 s election
+// timeout) then SIGCONT, a partition of the leader and one of a minority of followers (for
+// 5 nodes: 2), kill -9 of every node at once then a restart of all 1 s later, and a rolling
+// SIGTERM restart (each node in turn, the next once it has caught up). Killed and
+// partitioned nodes come back after 3 s. The workload: workers contending for 3 keys with 2-3 s leases, which release
+// after a short critical section, let the lease run out, or let it run out and release
+// anyway; and a probe taking a fresh key every 50 ms, whose grants show when the cluster
+// serves.
+//
+// The network is the partition lab of partition_test.go: a namespace per node and one for
+// the clients, joined by a bridge in a hub namespace; a partition is the hub end of a
+// node's veth set down. The clients' sockets must live in the client namespace, and a Go
+// process cannot move all its threads into another namespace. So the test binary runs
+// itself again under `ip netns exec` in the client namespace (chaosMain, chaos_run_test.go):
+// that inner process starts the nodes (each under `ip netns exec` in its own namespace),
+// runs the workload and the nemesis, and writes the history; workload and nemesis share its
+// one monotonic clock. This process builds and removes the lab, bounds the inner process in
+// time, and checks and sums up the history. Every process in the lab's namespaces is
+// killed in t.Cleanup, whatever happens.
+//
+// Parameters (environment): LATCH_CHAOS_NODES (3 or 5; default 3), LATCH_CHAOS_DURATION
+// (how long the nemesis runs, from when the workload starts; default 60s), LATCH_CHAOS_SEED
+// (the nemesis's order and victims and the workers' choices; default from the time; the
+// summary prints it). `make chaos` runs it for minutes on 3 and then 5 nodes.
+//
+// It runs only as root with iproute2 (it skips otherwise, and with -short). It does not run
+// in parallel with other tests: its recovery bound needs the machine's cores.
+func TestClusterChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds network namespaces, starts a cluster and runs a fault schedule for a minute; skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces (ip netns); run the tests as root to include it")
+	}
+	ipPath := partitionIPPath()
+	if ipPath == "" {
+		t.Skip("needs iproute2's ip (not on PATH, nor in /usr/sbin, /sbin, /usr/bin, /bin)")
+	}
+	cfg, err := chaosConfigFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab := newPartitionLab(t, ipPath, cfg.Nodes)
+	spec := chaosSpec{IP: ipPath, Latch: latchBin, Hub: lab.hub, Secret: lab.secret, Peer: lab.peer, Admin: lab.admin,
+		DataDir: lab.dataDir, Out: filepath.Join(lab.dataDir, "history.json"), Duration: cfg.Duration, Seed: cfg.Seed,
+		Hold: 3 * time.Second, Quiet: time.Second, Workers: 6, Keys: 3,
+		Lease: 2 * time.Second, Wait: 2 * time.Second, ProbeEvery: 50 * time.Millisecond}
+	if cfg.Nodes == 5 {
+		spec.Workers = 8
+	}
+	for _, n := range lab.nodes {
+		spec.Nodes = append(spec.Nodes, chaosNodeSpec{ID: n.id, NS: n.ns, Addr: n.addr, HubIf: n.hubIf})
+	}
+	t.Logf("chaos: %d nodes, nemesis for %s, seed %d (LATCH_CHAOS_SEED=%d reproduces the schedule)", cfg.Nodes, cfg.Duration, cfg.Seed, cfg.Seed)
+
+	runChaosInner(t, lab, self, spec, cfg.Duration+3*time.Minute)
+	b, err := os.ReadFile(spec.Out)
+	if err != nil {
+		t.Fatalf("the inner process wrote no history: %v", err)
+	}
+	var h history.History
+	if err := json.Unmarshal(b, &h); err != nil {
+		t.Fatalf("history: %v", err)
+	}
+	sum := history.Summarize(h, 0)
+	t.Logf("summary:\n%s", sum)
+	vs := history.Check(h, history.Options{})
+	if len(vs) > 0 || t.Failed() {
+		keepChaosEvidence(t, lab.dataDir, cfg.Seed)
+	}
+	perKind := map[string]int{}
+	for _, v := range vs {
+		if perKind[v.Kind]++; perKind[v.Kind] <= 10 {
+			t.Errorf("violation %s", v)
+		}
+	}
+	if len(vs) > 0 {
+		t.Errorf("%d violations in all: %v", len(vs), perKind)
+	}
+	// The run must have exercised what it checks.
+	if sum.Ops["acquire ok"] < 50 {
+		t.Errorf("only %d grants: the workload did not run", sum.Ops["acquire ok"])
+	}
+	if sum.HoldsExpired == 0 || sum.HoldsReleased == 0 {
+		t.Errorf("holds released %d, expired %d: the workload must do both", sum.HoldsReleased, sum.HoldsExpired)
+	}
+	if cfg.Duration >= chaosDefaultDuration {
+		seen := map[string]bool{}
+		for _, f := range h.Faults {
+			seen[f.Kind] = true
+		}
+		for _, k := range chaosFaultKinds {
+			if !seen[k] {
+				t.Errorf("fault %s never ran in %s (faults: %d)", k, cfg.Duration, len(h.Faults))
+			}
+		}
+	}
 }
 
-// TestClusterChaosKeepsMutualExclusion runs workers through the client library against all
-// three nodes while the leader is killed, another node is frozen and resumed, and the killed
-// node comes back. Every grant is recorded: no token may be granted twice, and per key the
-// holds, ordered by token, must not overlap (under the leases the client promised).
-func TestClusterChaosKeepsMutualExclusion(t *testing.T) {
-	clustertest.Slow(t, "starts three processes and runs a fault schedule")
-	tc := startTestCluster(t, 3)
-	tc.leader()
-	var servers []string
-	for _, p := range tc.procs {
-		servers = append(servers, p.listen)
-	}
+// chaosDefaultDuration is the nemesis's time by default: the short run of `make test`.
+const chaosDefaultDuration = 60 * time.Second
 
-	const workers, keys = 12, 3
-	var mu sync.Mutex
-	var holds []hold
-	outcomes := map[string]int{}
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for w := range workers {
-		cl, err := client.New(client.Config{Servers: servers, Conns: 2})
+type chaosConfig struct {
+	Nodes    int
+	Duration time.Duration
+	Seed     uint64
+}
+
+// chaosConfigFromEnv reads LATCH_CHAOS_NODES, LATCH_CHAOS_DURATION and LATCH_CHAOS_SEED.
+func chaosConfigFromEnv() (chaosConfig, error) {
+	c := chaosConfig{Nodes: 3, Duration: chaosDefaultDuration, Seed: uint64(time.Now().UnixNano())}
+	if v := os.Getenv("LATCH_CHAOS_NODES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || (n != 3 && n != 5) {
+			return c, fmt.Errorf("LATCH_CHAOS_NODES=%q: want 3 or 5", v)
+		}
+		c.Nodes = n
+	}
+	if v := os.Getenv("LATCH_CHAOS_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 20*time.Second || d > time.Hour {
+			return c, fmt.Errorf("LATCH_CHAOS_DURATION=%q: want a duration from 20s to 1h, e.g. 3m", v)
+		}
+		c.Duration = d
+	}
+	if v := os.Getenv("LATCH_CHAOS_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			t.Fatal(err)
+			return c, fmt.Errorf("LATCH_CHAOS_SEED=%q: want an unsigned integer", v)
 		}
-		defer cl.Close()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := fmt.Sprintf("chaos/%d", w%keys)
-			for ctx.Err() == nil {
-				tk, err := cl.Acquire(ctx, key, 0, client.AcquireOptions{Wait: 3 * time.Second, Lease: 4 * time.Second})
-				got := time.Now()
-				if err != nil {
-					mu.Lock()
-					outcomes["acquire "+errKind(err)]++
-					mu.Unlock()
-					time.Sleep(20 * time.Millisecond)
-					continue
-				}
-				time.Sleep(time.Duration(w%4) * 5 * time.Millisecond) // the critical section
-				end := time.Now()
-				if end.After(tk.Deadline) {
-					end = tk.Deadline
-				}
-				rerr := tk.Release(context.Background())
-				mu.Lock()
-				holds = append(holds, hold{key: key, token: tk.Token, start: got, end: end, worker: w})
-				outcomes["release "+errKind(rerr)]++
-				mu.Unlock()
-			}
-		}()
+		c.Seed = s
 	}
+	return c, nil
+}
 
-	pause := func(d time.Duration) { time.Sleep(d) }
-	pause(2 * time.Second)
-	l := tc.leader()
-	tc.procs[l].cmd.Process.Signal(syscall.SIGKILL)
-	<-tc.procs[l].exited
-	pause(3 * time.Second)
-	other := tc.leader(l)
-	frozen := (other + 1) % 3
-	if frozen == l {
-		frozen = (frozen + 1) % 3
+// runChaosInner runs the test binary as the chaos lab's inner process (chaosMain) in the
+// lab's client namespace, bounded by d, logging its lines as they come.
+func runChaosInner(t *testing.T, lab *partitionLab, self string, spec chaosSpec, d time.Duration) {
+	t.Helper()
+	js, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
 	}
-	tc.procs[frozen].signal(t, syscall.SIGSTOP)
-	pause(3 * time.Second)
-	tc.procs[frozen].signal(t, syscall.SIGCONT)
-	tc.procs[l] = startServer(t, nil, tc.args[l]...)
-	pause(4 * time.Second)
-	stop()
-	wg.Wait()
-
-	mu.Lock()
-	defer mu.Unlock()
-	t.Logf("holds %d, outcomes %v", len(holds), outcomes)
-	if len(holds) < 50 {
-		t.Fatalf("only %d holds: the cluster did not serve through the faults (outcomes %v)", len(holds), outcomes)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, lab.ipPath, "netns", "exec", lab.client, self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), chaosEnv+"="+string(js))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = 10 * time.Second
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	byToken := map[uint64]hold{}
-	perKey := map[string][]hold{}
-	for _, h := range holds {
-		if prev, dup := byToken[h.token]; dup {
-			t.Fatalf("token %d granted twice: %+v and %+v", h.token, prev, h)
-		}
-		byToken[h.token] = h
-		perKey[h.key] = append(perKey[h.key], h)
+	cmd.Stdout = os.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	for key, hs := range perKey {
-		sort.Slice(hs, func(i, j int) bool { return hs[i].token < hs[j].token })
-		for i := 1; i < len(hs); i++ {
-			a, b := hs[i-1], hs[i]
-			if b.start.Before(a.end) {
-				t.Fatalf("%s: token %d (worker %d) held from %s while token %d (worker %d) was held until %s",
-					key, b.token, b.worker, b.start.Format("15:04:05.000000"), a.token, a.worker, a.end.Format("15:04:05.000000"))
-			}
-		}
+	sc := bufio.NewScanner(stderr)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		t.Log(strings.TrimRight(sc.Text(), "\n"))
+	}
+	err = cmd.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("the chaos run did not finish within %s", d)
+	}
+	if err != nil {
+		t.Errorf("the chaos run's inner process: %v", err)
 	}
 }
 
-// errKind names a client error for the outcome table.
-func errKind(err error) string {
-	for _, e := range []struct {
-		err  error
-		name string
-	}{
-		{nil, "ok"}, {client.ErrTimeout, "timeout"}, {client.ErrBusy, "busy"},
-		{client.ErrIndeterminate, "indeterminate"}, {client.ErrUnavailable, "unavailable"},
-		{client.ErrNotHeld, "not_held"}, {context.Canceled, "canceled"}, {client.ErrCanceled, "canceled"},
-	} {
-		if errors.Is(err, e.err) || (err == nil && e.err == nil) {
-			return e.name
+// keepChaosEvidence copies the history and the node logs out of the test's temporary
+// directory, which is removed at the end, and logs where.
+func keepChaosEvidence(t *testing.T, dataDir string, seed uint64) {
+	dir, err := os.MkdirTemp("", fmt.Sprintf("latch-chaos-%d-", seed))
+	if err != nil {
+		t.Logf("keeping the evidence: %v", err)
+		return
+	}
+	files, _ := filepath.Glob(filepath.Join(dataDir, "*.log"))
+	for _, f := range append(files, filepath.Join(dataDir, "history.json")) {
+		if b, err := os.ReadFile(f); err == nil {
+			os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o600)
 		}
 	}
-	return "other: " + strings.SplitN(err.Error(), ":", 2)[0]
+	t.Logf("history and node logs kept in %s", dir)
 }

@@ -48,7 +48,7 @@ func TestClusterPartitionLeaderAndHeal(t *testing.T) {
 	}
 	t.Parallel()
 	start := time.Now()
-	lab := newPartitionLab(t, ipPath)
+	lab := newPartitionLab(t, ipPath, 3)
 	lab.startNodes()
 
 	// 1. One leader, and every node agrees on it.
@@ -248,9 +248,10 @@ func (n *partitionNode) http() string   { return n.addr + ":7402" }
 // partitionSubnet is the lab network's prefix; it exists only inside the lab's namespaces.
 const partitionSubnet = "10.213.0."
 
-// newPartitionLab builds the namespaces and the network. Every namespace is deleted in
-// t.Cleanup (after the processes in it are stopped), whatever happens.
-func newPartitionLab(t *testing.T, ipPath string) *partitionLab {
+// newPartitionLab builds the namespaces and the network for nodes nodes (at most 99). Every
+// namespace is deleted in t.Cleanup (after the processes in it are stopped), whatever
+// happens.
+func newPartitionLab(t *testing.T, ipPath string, nodes int) *partitionLab {
 	t.Helper()
 	b := make([]byte, 4)
 	if _, err := rand.Read(b); err != nil {
@@ -287,7 +288,7 @@ func newPartitionLab(t *testing.T, ipPath string) *partitionLab {
 		lab.ipCmd("-n", ns, "addr", "add", addr+"/24", "dev", "eth0")
 		lab.ipCmd("-n", ns, "link", "set", "eth0", "up")
 	}
-	for i := range 3 {
+	for i := range nodes {
 		n := &partitionNode{
 			id:    fmt.Sprintf("n%d", i+1),
 			ns:    fmt.Sprintf("%sn%d", prefix, i+1),
@@ -340,7 +341,7 @@ func (lab *partitionLab) cleanupNS(ns string) {
 	})
 }
 
-// startNodes starts the three cluster nodes, each in its namespace on its lab address.
+// startNodes starts the cluster nodes, each in its namespace on its lab address.
 func (lab *partitionLab) startNodes() {
 	var ic []string
 	for _, n := range lab.nodes {

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(floodEnv); spec != "" { // this process is a flood (flood_test.go)
 		os.Exit(floodMain(spec))
 	}
+	if spec := os.Getenv(chaosEnv); spec != "" { // this process runs a chaos lab (chaos_run_test.go)
+		os.Exit(chaosMain(spec))
+	}
 	os.Exit(clustertest.RunWithLatch(m, &latchBin, "-ldflags", "-X main.version="+testVersion))
 }
 

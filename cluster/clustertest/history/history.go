@@ -1,0 +1,146 @@
+// Package history records what a fault-injection run did, on one monotonic clock, and
+// checks the record afterwards (Check) and sums it up (Summarize). It is pure Go: no
+// processes, no network; the chaos runner in cmd/latch feeds it, and its own tests feed it
+// planted violations.
+//
+// Every time in a History is a time.Duration since the Recorder's start, taken from
+// time.Now's monotonic reading (time.Since, time.Time.Sub), so wall-clock steps cannot
+// reorder it. A Ticket.Deadline from package client carries the same process's monotonic
+// reading, so Recorder.Rel places it on the same clock.
+package history
+
+import (
+	"sync"
+	"time"
+)
+
+// OpKind is what a client asked for.
+type OpKind string
+
+// Op kinds.
+const (
+	Acquire OpKind = "acquire"
+	Release OpKind = "release"
+)
+
+// Result is how an operation ended, as the client reported it.
+type Result string
+
+// Results: one per error class of package client that a workload can see.
+const (
+	OK            Result = "ok"            // acquire: granted (a Ticket); release: R
+	Timeout       Result = "timeout"       // definitely not acquired / not released
+	Unavailable   Result = "unavailable"   // definitely not applied: no server could take it
+	Busy          Result = "busy"          // definitely not acquired: admission closed
+	Indeterminate Result = "indeterminate" // may or may not have been applied
+	NotHeld       Result = "not_held"      // release: N
+	Other         Result = "other"         // anything else (a bug somewhere; Err says what)
+)
+
+// Op is one client operation: invoked at Start, answered at End.
+type Op struct {
+	Worker int    `json:"worker"`
+	Kind   OpKind `json:"kind"`
+	Key    string `json:"key"`
+	// Start is when the call was made (for a release: when it was sent, as the holder
+	// stopped believing it holds), End when its answer was received.
+	Start time.Duration `json:"start"`
+	End   time.Duration `json:"end"`
+	// Result and, when not OK, Why (a short class of the cause, for the summary) and Err
+	// (the client's message).
+	Result Result `json:"result"`
+	Why    string `json:"why,omitempty"`
+	Err    string `json:"err,omitempty"`
+	// Token is the granted token (acquire OK) or the token released (release).
+	Token uint64 `json:"token,omitempty"`
+	// Deadline is the Ticket's Deadline: of the grant (acquire OK) or of the ticket being
+	// released (release).
+	Deadline time.Duration `json:"deadline,omitempty"`
+	// Resent: a release whose answer came to a resend (the client sent it again after its
+	// connection was lost); an N may then be its own first attempt's doing.
+	Resent bool `json:"resent,omitempty"`
+}
+
+// Fault is one fault the nemesis injected at Start and healed at Heal (the restart,
+// resume or reconnect moment); Heal is 0 if it was never healed. Leader, if not 0, is when
+// the nemesis first saw every node agree on one leader after the heal.
+type Fault struct {
+	Kind   string        `json:"kind"`
+	Nodes  []string      `json:"nodes"`
+	Start  time.Duration `json:"start"`
+	Heal   time.Duration `json:"heal"`
+	Leader time.Duration `json:"leader,omitempty"`
+	Detail string        `json:"detail,omitempty"`
+}
+
+// NodeStart is one start of a node process, at At: OK once it served (after Took), or
+// not, with Detail saying why (it exited, it did not serve in time).
+type NodeStart struct {
+	Node   string        `json:"node"`
+	At     time.Duration `json:"at"`
+	Took   time.Duration `json:"took"`
+	OK     bool          `json:"ok"`
+	Detail string        `json:"detail,omitempty"`
+}
+
+// History is the whole record of a run, which ended at End.
+type History struct {
+	Seed   uint64        `json:"seed"`
+	Nodes  int           `json:"nodes"`
+	Ops    []Op          `json:"ops"`
+	Faults []Fault       `json:"faults"`
+	Starts []NodeStart   `json:"starts"`
+	End    time.Duration `json:"end"`
+}
+
+// Recorder collects a History from many goroutines. Its clock starts at NewRecorder.
+type Recorder struct {
+	start time.Time
+	mu    sync.Mutex
+	h     History
+}
+
+// NewRecorder returns a recorder whose clock starts now.
+func NewRecorder(seed uint64, nodes int) *Recorder {
+	return &Recorder{start: time.Now(), h: History{Seed: seed, Nodes: nodes}}
+}
+
+// Now is the recorder's clock: the time since it started, on the monotonic clock.
+func (r *Recorder) Now() time.Duration { return time.Since(r.start) }
+
+// Rel places t (a time.Now reading of this process, or one derived from it such as a
+// Ticket.Deadline) on the recorder's clock.
+func (r *Recorder) Rel(t time.Time) time.Duration { return t.Sub(r.start) }
+
+// AddOp records an operation.
+func (r *Recorder) AddOp(op Op) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Ops = append(r.h.Ops, op)
+}
+
+// AddFault records a fault.
+func (r *Recorder) AddFault(f Fault) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Faults = append(r.h.Faults, f)
+}
+
+// AddStart records a node start.
+func (r *Recorder) AddStart(s NodeStart) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Starts = append(r.h.Starts, s)
+}
+
+// History returns a copy of what was recorded so far, ending now.
+func (r *Recorder) History() History {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.h
+	h.Ops = append([]Op(nil), r.h.Ops...)
+	h.Faults = append([]Fault(nil), r.h.Faults...)
+	h.Starts = append([]NodeStart(nil), r.h.Starts...)
+	h.End = r.Now()
+	return h
+}

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchd/latch/cluster/clustertest/history"
+)
+
+// The chaos lab's inner process: the test binary run again inside the lab's client
+// namespace (chaos_test.go starts it). It starts the nodes, drives the workload
+// (chaos_workload_test.go) and the nemesis (chaos_nemesis_test.go), and writes the history
+// to chaosSpec.Out; it checks nothing itself.
+
+// chaosEnv names the environment variable that makes the test binary a chaos lab's inner
+// process: its value is a chaosSpec in JSON.
+const chaosEnv = "LATCH_TEST_CHAOS"
+
+// chaosSpec is what the inner process runs: the lab chaos_test.go built, and the run's
+// parameters.
+type chaosSpec struct {
+	IP, Latch, Hub          string
+	Nodes                   []chaosNodeSpec
+	Secret, Peer, Admin     string
+	DataDir, Out            string
+	Duration                time.Duration
+	Seed                    uint64
+	Hold, Quiet             time.Duration // how long a fault lasts; calm after a recovery
+	Workers, Keys           int
+	Lease, Wait, ProbeEvery time.Duration
+}
+
+type chaosNodeSpec struct {
+	ID, NS, Addr, HubIf string
+}
+
+func (n chaosNodeSpec) listen() string { return n.Addr + ":7400" }
+func (n chaosNodeSpec) http() string   { return n.Addr + ":7402" }
+
+// chaosRun is the inner process's state.
+type chaosRun struct {
+	spec  chaosSpec
+	log   hclog.Logger
+	rec   *history.Recorder
+	rng   *rand.Rand // the nemesis's; workers have their own
+	nodes []*chaosNode
+	work  *chaosWorkload
+	http  *http.Client
+}
+
+// chaosMain runs the inner process and returns its exit code: 0 once the history is
+// written (whatever it holds), 1 if the lab could not be brought up or written down.
+func chaosMain(specJSON string) int {
+	log := hclog.New(&hclog.LoggerOptions{Name: "chaos", Output: os.Stderr, Level: hclog.Info})
+	var spec chaosSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		log.Error("bad spec", "error", err)
+		return 1
+	}
+	r := &chaosRun{spec: spec, log: log, rec: history.NewRecorder(spec.Seed, len(spec.Nodes)),
+		rng:  rand.New(rand.NewPCG(spec.Seed, 0x6e656d65)),
+		http: &http.Client{Timeout: time.Second}}
+	defer r.stopNodes()
+	err := r.run()
+	if werr := r.write(); werr != nil {
+		log.Error("writing the history", "error", werr)
+		return 1
+	}
+	if err != nil {
+		log.Error("run aborted", "error", err)
+		return 1
+	}
+	return 0
+}
+
+// run brings the cluster up, runs the workload under the nemesis for the duration, lets it
+// settle and stops the workload.
+func (r *chaosRun) run() error {
+	var ic []string
+	for _, n := range r.spec.Nodes {
+		ic = append(ic, n.ID+"="+n.Addr+":7401")
+	}
+	for _, n := range r.spec.Nodes {
+		r.nodes = append(r.nodes, &chaosNode{spec: n, ip: r.spec.IP, log: r.log, rec: r.rec,
+			logPath: filepath.Join(r.spec.DataDir, n.ID+".log"), args: []string{
+				r.spec.Latch, "server", "--log-format", "json", "--mode", "cluster", "--id", n.ID,
+				"--data-dir", filepath.Join(r.spec.DataDir, n.ID), "--listen", n.listen(), "--raft-addr", n.Addr + ":7401",
+				"--http", n.http(), "--initial-cluster", strings.Join(ic, ","), "--secret-file", r.spec.Secret,
+				"--peer-secret-file", r.spec.Peer, "--admin-secret-file", r.spec.Admin}})
+	}
+	if !r.startAll(r.nodes) {
+		return fmt.Errorf("a node did not start (see the node logs in %s)", r.spec.DataDir)
+	}
+	if r.leader(60*time.Second) < 0 {
+		return fmt.Errorf("no leader within 60 s of the start")
+	}
+	r.log.Info("cluster up", "nodes", len(r.nodes), "at", r.rec.Now().Round(time.Millisecond))
+	r.work = startChaosWorkload(r.spec, r.rec, r.log)
+	defer r.work.stop()
+	time.Sleep(r.spec.Quiet) // the workload warms up
+	r.nemesis()
+	r.settle(r.rec.Now())
+	return nil
+}
+
+// write writes the history as JSON to spec.Out.
+func (r *chaosRun) write() error {
+	h := r.rec.History()
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	r.log.Info("history written", "ops", len(h.Ops), "faults", len(h.Faults), "starts", len(h.Starts))
+	return os.WriteFile(r.spec.Out, b, 0o600)
+}
+
+// startAll starts nodes at once (they may wait for each other) and reports whether every
+// one served.
+func (r *chaosRun) startAll(nodes []*chaosNode) bool {
+	var wg sync.WaitGroup
+	ok := make([]bool, len(nodes))
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); ok[i] = n.start() }()
+	}
+	wg.Wait()
+	for _, o := range ok {
+		if !o {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *chaosRun) stopNodes() {
+	for _, n := range r.nodes {
+		n.kill(syscall.SIGKILL)
+	}
+}
+
+// status asks node i for its status over HTTP (bounded by the client's 1 s timeout).
+func (r *chaosRun) status(i int) (partitionStatus, error) {
+	var st partitionStatus
+	resp, err := r.http.Get("http://" + r.spec.Nodes[i].http() + "/v1/status")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("status of %s: HTTP %d", r.spec.Nodes[i].ID, resp.StatusCode)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// leader waits up to d until exactly one node leads with its leadership established and
+// every node that answers names it; it returns its index, or -1.
+func (r *chaosRun) leader(d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		sts := make([]*partitionStatus, len(r.nodes))
+		var wg sync.WaitGroup
+		for i := range r.nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if st, err := r.status(i); err == nil {
+					sts[i] = &st
+				}
+			}()
+		}
+		wg.Wait()
+		if l := agreedLeader(sts); l >= 0 {
+			return l
+		}
+		if time.Now().After(deadline) {
+			return -1
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// agreedLeader is the index of the one node of sts (nil: no answer) that leads, if every
+// answering node names it as leader; else -1.
+func agreedLeader(sts []*partitionStatus) int {
+	l := -1
+	for i, st := range sts {
+		if st != nil && st.Raft.Leading && st.Node.Leading {
+			if l >= 0 {
+				return -1
+			}
+			l = i
+		}
+	}
+	if l < 0 {
+		return -1
+	}
+	for _, st := range sts {
+		if st != nil && st.Raft.LeaderID != sts[l].Raft.ID {
+			return -1
+		}
+	}
+	return l
+}
+
+// chaosNode is one node's process, started again after each kill.
+type chaosNode struct {
+	spec    chaosNodeSpec
+	ip      string
+	args    []string
+	logPath string // the process's log, appended to by every start
+	log     hclog.Logger
+	rec     *history.Recorder
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// start starts the node (ip netns exec replaces itself with latch, so the process is latch
+// itself), appends its log to <data-dir>/<id>.log, waits until it logs that it serves
+// (30 s at most), records the start and reports whether it served.
+func (n *chaosNode) start() bool {
+	at := n.rec.Now()
+	res := history.NodeStart{Node: n.spec.ID, At: at}
+	defer func() {
+		res.Took = n.rec.Now() - at
+		n.rec.AddStart(res)
+		if !res.OK {
+			n.log.Error("node did not start", "node", n.spec.ID, "detail", res.Detail)
+		}
+	}()
+	logFile, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		res.Detail = err.Error()
+		return false
+	}
+	cmd := exec.Command(n.ip, append([]string{"netns", "exec", n.spec.NS}, n.args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = logFile, pw
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		res.Detail = err.Error()
+		return false
+	}
+	exited, serving := make(chan struct{}), make(chan struct{})
+	go func() {
+		cmd.Wait()
+		pw.Close()
+		close(exited)
+	}()
+	go scanServing(pr, logFile, serving)
+	n.mu.Lock()
+	n.cmd, n.exited = cmd, exited
+	n.mu.Unlock()
+	select {
+	case <-serving:
+		res.OK = true
+	case <-exited:
+		res.Detail = fmt.Sprintf("exited before serving: %v", cmd.ProcessState)
+	case <-time.After(30 * time.Second):
+		res.Detail = "did not log 'latch serving' within 30 s"
+	}
+	return res.OK
+}
+
+// scanServing copies the node's log lines to w, closes serving at "latch serving", and
+// closes w when r ends.
+func scanServing(r io.Reader, w io.WriteCloser, serving chan struct{}) {
+	defer w.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	found := false
+	for sc.Scan() {
+		w.Write(append(sc.Bytes(), '\n'))
+		var line struct {
+			Msg string `json:"@message"`
+		}
+		if !found && json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "latch serving" {
+			found = true
+			close(serving)
+		}
+	}
+	io.Copy(io.Discard, r)
+}
+
+// kill sends sig to the node's process, if one runs.
+func (n *chaosNode) kill(sig syscall.Signal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil && n.cmd.Process != nil {
+		n.cmd.Process.Signal(sig)
+	}
+}
+
+// waitExit waits up to d for the node's process to exit and reports whether it did.
+func (n *chaosNode) waitExit(d time.Duration) bool {
+	n.mu.Lock()
+	exited := n.exited
+	n.mu.Unlock()
+	if exited == nil {
+		return true
+	}
+	select {
+	case <-exited:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
