@@ -23,6 +23,7 @@ func withUsage(app *cli.App) *cli.App {
 		return usageErr("", "%v", err)
 	}
 	app.Action = groupAction("")
+	app.ExitErrHandler = pointToHelp
 	walk(app.Commands, "", func(cmd *cli.Command, full string) {
 		cmd.OnUsageError = func(c *cli.Context, err error, _ bool) error {
 			return usageErr(full, "%v", err)
@@ -35,6 +36,19 @@ func withUsage(app *cli.App) *cli.App {
 		}
 	})
 	return app
+}
+
+// pointToHelp is the exit handler: a usage error (64) whose message does not yet point to
+// --help (those of bench, or the client library's bad key) gets the pointer, from the
+// "latch VERB:" that starts it.
+func pointToHelp(_ *cli.Context, err error) {
+	if ec, ok := err.(cli.ExitCoder); ok && ec.ExitCode() == exitUsage {
+		msg := err.Error()
+		if name, _, found := strings.Cut(msg, ": "); found && strings.HasPrefix(name, "latch") && !strings.Contains(msg, "--help") {
+			err = cli.Exit(fmt.Sprintf("%s (see %s --help)", msg, name), exitUsage)
+		}
+	}
+	cli.HandleExitCoder(err)
 }
 
 func walk(cmds []*cli.Command, prefix string, f func(*cli.Command, string)) {
