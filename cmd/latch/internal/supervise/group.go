@@ -77,7 +77,10 @@ func Start(s Spec) (*Group, error) {
 	if err := g.startGuard(self, s.Terminal); err != nil {
 		return nil, err
 	}
-	cmd := &exec.Cmd{Path: s.Path, Args: s.Args, Env: s.Env, Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr}
+	cmd := &exec.Cmd{Path: s.Path, Args: s.Args, Env: s.Env, Stdout: s.Stdout, Stderr: s.Stderr}
+	if s.Stdin != nil { // a nil *os.File in the io.Reader would not be nil
+		cmd.Stdin = s.Stdin
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: g.pgid}
 	if err := cmd.Start(); err != nil {
 		g.stopGuard()
