@@ -9,7 +9,13 @@ BENCH_PORT   ?= 17400
 BENCH_POINTS ?= 1:1 16:16 64:64 16:1
 BENCH_ARGS   ?= --duration 5s --warmup 1s
 
-CLUSTER_DIR ?= /tmp/latch-cluster
+LISTEN ?= 127.0.0.1:7400
+HTTP   ?= 127.0.0.1:7402
+
+CLUSTER_DIR           ?= /tmp/latch-cluster
+CLUSTER_HOST          ?= 127.0.0.1
+CLUSTER_PORT_BASE     ?= 7410
+CLUSTER_READY_TIMEOUT ?= 30
 
 CHAOS_DURATION ?= 4m
 CHAOS_NODES    ?= 3 5
@@ -21,23 +27,41 @@ IMAGE     ?= ghcr.io/latchd/latch
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/latch
 
-## run: a single-mode server on 127.0.0.1:7400 (protocol) and 127.0.0.1:7402 (health, metrics).
+## run: a single-mode server on LISTEN (protocol) and HTTP (health, metrics).
 run: build
-	./$(BIN) server --listen 127.0.0.1:7400 --http 127.0.0.1:7402
+	./$(BIN) server --listen $(LISTEN) --http $(HTTP)
 
-## cluster: a three-node cluster on loopback (clients on 127.0.0.1:7410-7412, peers on
-## 7420-7422, HTTP on 7430-7432), data in CLUSTER_DIR; Ctrl-C stops all three by PID.
+## cluster: a three-node cluster on CLUSTER_HOST: clients on ports CLUSTER_PORT_BASE+0..2,
+## peers on +10..12, HTTP on +20..22 (7410-7412, 7420-7422, 7430-7432 by default), data and
+## logs in CLUSTER_DIR. It waits up to CLUSTER_READY_TIMEOUT seconds for every node's
+## /readyz and fails (non-zero, with the node's log tail) if one does not become ready or
+## exits; Ctrl-C stops all three by PID.
 cluster: build
-	@mkdir -p $(CLUSTER_DIR); ic="n1=127.0.0.1:7420,n2=127.0.0.1:7421,n3=127.0.0.1:7422"; pids=""; \
-	trap 'kill $$pids 2>/dev/null; wait $$pids 2>/dev/null' EXIT INT TERM; \
-	for i in 0 1 2; do \
-		./$(BIN) server --mode cluster --id n$$((i+1)) --data-dir $(CLUSTER_DIR)/n$$((i+1)) \
-			--listen 127.0.0.1:741$$i --raft-addr 127.0.0.1:742$$i --http 127.0.0.1:743$$i \
-			--initial-cluster $$ic 2>>$(CLUSTER_DIR)/n$$((i+1)).log & pids="$$pids $$!"; \
+	@set -u; d=$(CLUSTER_DIR); h=$(CLUSTER_HOST); b=$(CLUSTER_PORT_BASE); mkdir -p $$d; \
+	ic="n1=$$h:$$((b+10)),n2=$$h:$$((b+11)),n3=$$h:$$((b+12))"; pids=""; \
+	trap 'kill $$pids 2>/dev/null; wait $$pids 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
+	ready() { \
+		if command -v curl >/dev/null; then curl -fs -o /dev/null "http://$$1/readyz"; \
+		elif command -v wget >/dev/null; then wget -q -O /dev/null "http://$$1/readyz"; \
+		else ./$(BIN) status --json --http "$$1" 2>/dev/null | grep -q '"leader_id":"[^"]'; fi; \
+	}; \
+	for i in 0 1 2; do n=n$$((i+1)); : > $$d/$$n.log; \
+		./$(BIN) server --mode cluster --id $$n --data-dir $$d/$$n \
+			--listen $$h:$$((b+i)) --raft-addr $$h:$$((b+10+i)) --http $$h:$$((b+20+i)) \
+			--initial-cluster $$ic 2>>$$d/$$n.log & pids="$$pids $$!"; echo $$! > $$d/$$n.pid; \
 	done; \
-	echo "three nodes up (logs in $(CLUSTER_DIR)); try:"; \
-	echo "  $(BIN) status --http 127.0.0.1:7430"; \
-	echo "  $(BIN) acquire --servers 127.0.0.1:7410,127.0.0.1:7411,127.0.0.1:7412 --lease 30s demo"; \
+	for i in 0 1 2; do n=n$$((i+1)); pid=$$(cat $$d/$$n.pid); tries=$$(( $(CLUSTER_READY_TIMEOUT) * 5 )); \
+		until ready $$h:$$((b+20+i)); do \
+			if ! kill -0 $$pid 2>/dev/null; then why="exited"; tries=0; else why="is not ready after $(CLUSTER_READY_TIMEOUT) s"; fi; \
+			tries=$$((tries-1)); if [ $$tries -le 0 ]; then \
+				echo "make cluster: node $$n ($$h:$$((b+20+i))) $$why; the end of $$d/$$n.log:" >&2; \
+				tail -n 20 $$d/$$n.log >&2; exit 1; fi; \
+			sleep 0.2; \
+		done; \
+	done; \
+	echo "three nodes ready (logs in $$d); try:"; \
+	echo "  $(BIN) status --http $$h:$$((b+20))"; \
+	echo "  $(BIN) acquire --servers $$h:$$b,$$h:$$((b+1)),$$h:$$((b+2)) --lease 30s demo"; \
 	echo "Ctrl-C stops them"; wait
 
 ## test: every package with the race detector; cluster and process tests start their own servers.

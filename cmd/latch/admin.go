@@ -59,11 +59,22 @@ func adminSecret(c *cli.Context) ([]byte, error) {
 	return s[0], nil
 }
 
-// outcomeUnknown reports whether err is the server saying it does not know whether the
-// change was applied.
-func outcomeUnknown(err error) bool {
+// adminExit maps a failed admin call to its exit code: 76 when the node said it does not know
+// whether the change was applied, 65 when it refused the request as not applicable (400, 404:
+// no such member or a single-mode node, 409, 413), else 69 (unreachable, not authorized,
+// unavailable: nothing was applied).
+func adminExit(verb string, err error) error {
+	code := exitUnavailable
 	var se *admin.StatusError
-	return errors.As(err, &se) && se.Code == admin.StatusOutcomeUnknown
+	if errors.As(err, &se) {
+		switch se.Code {
+		case admin.StatusOutcomeUnknown:
+			code = exitIndeterminate
+		case http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge:
+			code = exitRefused
+		}
+	}
+	return cli.Exit("latch "+verb+": "+err.Error(), code)
 }
 
 func statusCommand() *cli.Command {
@@ -74,13 +85,13 @@ func statusCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			a, err := adminTargetOf(c)
 			if err != nil {
-				return cli.Exit("latch status: "+err.Error(), exitUsage)
+				return usageErr("status", "%v", err)
 			}
 			ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
 			defer cancel()
 			var st map[string]json.RawMessage
 			if err := a.Call(ctx, http.MethodGet, "/v1/status", nil, nil, &st); err != nil {
-				return cli.Exit("latch status: "+err.Error(), exitUnavailable)
+				return adminExit("status", err)
 			}
 			if c.Bool("json") {
 				return json.NewEncoder(c.App.Writer).Encode(st)
@@ -130,13 +141,13 @@ func peersCommand() *cli.Command {
 				Action: func(c *cli.Context) error {
 					a, err := adminTargetOf(c)
 					if err != nil {
-						return cli.Exit("latch peers list: "+err.Error(), exitUsage)
+						return usageErr("peers list", "%v", err)
 					}
 					ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
 					defer cancel()
 					ms, err := a.Members(ctx)
 					if err != nil {
-						return cli.Exit("latch peers list: "+err.Error(), exitUnavailable)
+						return adminExit("peers list", err)
 					}
 					w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
 					fmt.Fprintln(w, "ID\tADDR\tSUFFRAGE")
@@ -155,34 +166,40 @@ func peersCommand() *cli.Command {
 					"caught up within about 25 s it stays a nonvoter (it keeps replicating): run this\n" +
 					"again once it runs. Refused (409) when another node answers at --raft-addr.",
 				Flags: append(adminFlags(),
-					&cli.StringFlag{Name: "id", Required: true, Usage: "the new member's `ID`"},
-					&cli.StringFlag{Name: "raft-addr", Required: true, Usage: "the new member's peer `ADDR`"},
+					&cli.StringFlag{Name: "id", Usage: "the new member's `ID` (required)"},
+					&cli.StringFlag{Name: "raft-addr", Usage: "the new member's peer `ADDR` (required)"},
 					&cli.BoolFlag{Name: "nonvoter", Usage: "add it without a vote (it replicates, never counts for quorum)"},
 				),
 				Action: func(c *cli.Context) error {
-					return peersChange(c, http.MethodPost, "/v1/peers", admin.AddRequest{ID: c.String("id"), Addr: c.String("raft-addr"), Nonvoter: c.Bool("nonvoter")})
+					if err := requireFlags(c, "peers add", "id", "raft-addr"); err != nil {
+						return err
+					}
+					return peersChange(c, "peers add", http.MethodPost, "/v1/peers", admin.AddRequest{ID: c.String("id"), Addr: c.String("raft-addr"), Nonvoter: c.Bool("nonvoter")})
 				},
 			},
 			{
 				Name:  "remove",
 				Usage: "remove a member by its id",
-				Flags: append(adminFlags(), &cli.StringFlag{Name: "id", Required: true, Usage: "the member's `ID`"}),
+				Flags: append(adminFlags(), &cli.StringFlag{Name: "id", Usage: "the member's `ID` (required)"}),
 				Action: func(c *cli.Context) error {
-					return peersChange(c, http.MethodDelete, "/v1/peers/"+c.String("id"), nil)
+					if err := requireFlags(c, "peers remove", "id"); err != nil {
+						return err
+					}
+					return peersChange(c, "peers remove", http.MethodDelete, "/v1/peers/"+c.String("id"), nil)
 				},
 			},
 		},
 	}
 }
 
-func peersChange(c *cli.Context, method, path string, req any) error {
+func peersChange(c *cli.Context, verb, method, path string, req any) error {
 	secret, err := adminSecret(c)
 	if err != nil {
-		return cli.Exit("latch peers: "+err.Error(), exitUsage)
+		return usageErr(verb, "%v", err)
 	}
 	a, err := adminTargetOf(c)
 	if err != nil {
-		return cli.Exit("latch peers: "+err.Error(), exitUsage)
+		return usageErr(verb, "%v", err)
 	}
 	var body []byte
 	if req != nil {
@@ -193,12 +210,9 @@ func peersChange(c *cli.Context, method, path string, req any) error {
 	var out map[string]string
 	if err := a.Call(ctx, method, path, body, secret, &out); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return cli.Exit("latch peers: no answer within "+adminTimeout.String(), exitIndeterminate)
+			return cli.Exit("latch "+verb+": no answer within "+adminTimeout.String()+"; check latch peers list before retrying", exitIndeterminate)
 		}
-		if outcomeUnknown(err) {
-			return cli.Exit("latch peers: "+err.Error(), exitIndeterminate)
-		}
-		return cli.Exit("latch peers: "+err.Error(), exitUnavailable)
+		return adminExit(verb, err)
 	}
 	for k, v := range out {
 		fmt.Fprintf(c.App.Writer, "%s %s\n", k, v)

@@ -13,29 +13,40 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/client"
+	"github.com/latchd/latch/wire"
 )
 
-// Exit codes of the client verbs (also listed in `latch help run`). The command's own
+// Exit codes of every verb (README's table; also in `latch help run`). The command's own
 // status passes through `latch run` unchanged, so latch's codes sit where tools rarely go.
 const (
-	exitNotHeld       = 1  // release: the token does not hold the key (N)
-	exitUsage         = 64 // bad input: key, duration out of range, missing arguments
-	exitUnavailable   = 69 // no server answered (or all said unavailable), auth failed, or not a latch server
-	exitNotAcquired   = 75 // a server said the lock was held when the wait ran out, or busy
-	exitIndeterminate = 76 // unknown whether the lock was taken or released; nothing was run
-	exitKilled        = 79 // run: the command was killed because its lease was ending
+	exitNotHeld       = 1   // release: the token does not hold the key (N)
+	exitUsage         = 64  // bad input: flags, arguments, key, duration out of range
+	exitRefused       = 65  // admin verbs: the node refused the request as not applicable; nothing applied
+	exitUnavailable   = 69  // no server answered (or all said unavailable), auth failed, or not a latch server
+	exitLocalIO       = 74  // snapshot save, recover: a local file or --data-dir could not be read or written
+	exitNotAcquired   = 75  // held when the wait ran out, busy, or a grant too late to use was given back
+	exitIndeterminate = 76  // unknown whether the lock (or change) was taken or released; nothing was run
+	exitKilled        = 79  // run: the command was killed because its lease was ending
+	exitCannotRun     = 126 // run: the command cannot be executed, or could not be started
+	exitNotFound      = 127 // run: the command was not found
 )
 
 const exitCodesHelp = `Exit codes:
    0     acquired / released (run: the command's own status is passed through)
    1     release: the token does not hold the key (already released or expired)
-   64    bad input (key, duration out of range, missing arguments)
+   64    bad input: a flag, argument, key or duration out of range; nothing was sent
    69    unavailable: no server could be reached or took the request during the whole call
          (down, no leader, not a latch server), or the handshake failed; nothing was applied
-   75    not acquired: a server said the lock was still held when --wait ran out, or was busy
-   76    indeterminate: the lock may or may not have been taken; run did not start the command
+   75    not acquired: a server said the lock was still held when --wait ran out, or was busy,
+         or the grant came with less lease left than --budget and was released (confirmed)
+   76    indeterminate: the lock may be held until its lease ends (a lost answer, or the
+         release of a grant that could not be used was not confirmed); run did not start
+         the command
    79    run: the command was killed because its lease was ending
-   128+N run: the command died of signal N`
+   126   run: the command is not executable (checked before the lock is taken), or could
+         not be started (the lock was then released, confirmed)
+   127   run: the command was not found (checked before the lock is taken)
+   128+N run: the command died of signal N (a second SIGINT or SIGTERM kills its group: 137)`
 
 // clientFlags are the connection flags every client verb takes.
 func clientFlags() []cli.Flag {
@@ -52,7 +63,7 @@ func acquireFlags(defaultBudget time.Duration) []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "wait", Usage: "how long to wait for a held lock (0..255s; 0: one immediate attempt)", EnvVars: env("WAIT")},
 		&cli.DurationFlag{Name: "lease", Value: 30 * time.Second, Usage: "how long the lock is held at most (1s..1h)", EnvVars: env("LEASE")},
-		&cli.DurationFlag{Name: "budget", Value: defaultBudget, Usage: "the least lease left that the work needs when the grant arrives (0..250s, at most --lease)", EnvVars: env("BUDGET")},
+		&cli.DurationFlag{Name: "budget", Value: defaultBudget, Usage: "the least lease left that the work needs when the grant arrives (0..250s, below --lease)", EnvVars: env("BUDGET")},
 	}
 }
 
@@ -60,11 +71,11 @@ func acquireFlags(defaultBudget time.Duration) []cli.Flag {
 func newClient(c *cli.Context) (*client.Client, error) {
 	tc, err := clientTLS(c)
 	if err != nil {
-		return nil, cli.Exit(fmt.Sprintf("latch %s: %v", c.Command.Name, err), exitUsage)
+		return nil, usageErr(c.Command.Name, "%v", err)
 	}
 	secret, err := clientSecret(c)
 	if err != nil {
-		return nil, cli.Exit(fmt.Sprintf("latch %s: %v", c.Command.Name, err), exitUsage)
+		return nil, usageErr(c.Command.Name, "%v", err)
 	}
 	cl, err := client.New(client.Config{
 		Servers: c.StringSlice("servers"),
@@ -72,7 +83,7 @@ func newClient(c *cli.Context) (*client.Client, error) {
 		TLS:     tc,
 	})
 	if err != nil {
-		return nil, cli.Exit(fmt.Sprintf("latch %s: %s", c.Command.Name, strings.TrimPrefix(err.Error(), "latch: ")), exitUsage)
+		return nil, usageErr(c.Command.Name, "%s", strings.TrimPrefix(err.Error(), "latch: "))
 	}
 	return cl, nil
 }
@@ -106,6 +117,78 @@ func exitFor(verb string, err error) error {
 	return cli.Exit(fmt.Sprintf("latch %s: %s", verb, strings.TrimPrefix(err.Error(), "latch: ")), code)
 }
 
+// acquireFailed is exitFor for a failed acquire, except that a grant the client got but would
+// not hand out (the ticket gate) is first given back: the client releases it in the
+// background, and this waits for that release (at most client.IOTimeout and a second) before
+// the CLI exits, so that it is sent at all. Confirmed (R or N), the lock is not held: 75.
+func acquireFailed(verb string, cl *client.Client, err error) error {
+	if !errors.Is(err, client.ErrIndeterminate) {
+		return exitFor(verb, err)
+	}
+	started, confirmed := settleCompensations(cl)
+	if !started {
+		return exitFor(verb, err)
+	}
+	msg := strings.TrimSuffix(strings.TrimPrefix(err.Error(), "latch: "), "; it is being released in the background")
+	if confirmed {
+		return cli.Exit(fmt.Sprintf("latch %s: %s; it was released again (confirmed): not acquired", verb, msg), exitNotAcquired)
+	}
+	return cli.Exit(fmt.Sprintf("latch %s: %s; its release was not confirmed: the lock may be held until its lease ends", verb, msg), exitIndeterminate)
+}
+
+// settleCompensations waits for the compensating releases the client started to end, at most
+// client.IOTimeout plus a second, and reports whether there were any and whether every one
+// was confirmed (answered R or N) and none was dropped.
+func settleCompensations(cl *client.Client) (started, confirmed bool) {
+	end := time.Now().Add(client.IOTimeout + time.Second)
+	for {
+		s := cl.Stats()
+		if s.CompensationsSent == 0 && s.CompensationsDropped == 0 {
+			return false, false
+		}
+		ended := s.CompensationsSucceeded + s.CompensationsFailed
+		if ended >= s.CompensationsSent || time.Now().After(end) {
+			return true, ended >= s.CompensationsSent && s.CompensationsFailed == 0 && s.CompensationsDropped == 0
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// acquireInputs reads --wait, --lease and --budget (defaultBudget, named by budgetRule in
+// messages, when --budget is not given) and refuses, before anything is sent, what the
+// client would refuse and what could never pass the ticket gate: the lease is reckoned from
+// the moment the request is written, so a grant always arrives with less than the whole
+// lease left, and a budget must be below the lease (in the whole seconds it is sent as).
+func acquireInputs(c *cli.Context, defaultBudget time.Duration, budgetRule string) (client.AcquireOptions, time.Duration, error) {
+	verb := c.Command.Name
+	wait, lease, budget := c.Duration("wait"), c.Duration("lease"), c.Duration("budget")
+	if !c.IsSet("budget") {
+		budget = defaultBudget
+	}
+	w, l, b := secondsUp(wait), secondsUp(lease), secondsUp(budget)
+	switch {
+	case wait < 0 || w > wire.MaxWait:
+		return client.AcquireOptions{}, 0, usageErr(verb, "--wait %s is outside 0..%ds", wait, wire.MaxWait)
+	case lease <= 0 || l > wire.MaxLease:
+		return client.AcquireOptions{}, 0, usageErr(verb, "--lease %s is outside 1s..1h (LATCH_LEASE too; 0 is not a lease)", lease)
+	case budget < 0 || b > int64(client.MaxWorkBudget/time.Second):
+		return client.AcquireOptions{}, 0, usageErr(verb, "--budget %s is outside 0..%s", budget, client.MaxWorkBudget)
+	case b > 0 && b >= l:
+		return client.AcquireOptions{}, 0, usageErr(verb, "%s %s must be below --lease %s: a grant never arrives with the whole lease left",
+			budgetRule, time.Duration(b)*time.Second, time.Duration(l)*time.Second)
+	}
+	return client.AcquireOptions{Wait: wait, Lease: lease}, budget, nil
+}
+
+// secondsUp is d in whole seconds, rounded up, as the client sends it.
+func secondsUp(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return s
+}
+
 func acquireCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "acquire",
@@ -116,18 +199,21 @@ func acquireCommand() *cli.Command {
 		Flags: append(append(clientFlags(), acquireFlags(0)...),
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object: key, token, deadline, lease_ms"}),
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return cli.Exit("latch acquire: want exactly one KEY (flags go before it)", exitUsage)
+			if err := wantArgs(c, "acquire", 1, "one KEY"); err != nil {
+				return err
+			}
+			o, budget, err := acquireInputs(c, 0, "--budget")
+			if err != nil {
+				return err
 			}
 			cl, err := newClient(c)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			t, err := cl.Acquire(c.Context, c.Args().First(), c.Duration("budget"),
-				client.AcquireOptions{Wait: c.Duration("wait"), Lease: c.Duration("lease")})
+			t, err := cl.Acquire(c.Context, c.Args().First(), budget, o)
 			if err != nil {
-				return exitFor("acquire", err)
+				return acquireFailed("acquire", cl, err)
 			}
 			if c.Bool("json") {
 				return json.NewEncoder(c.App.Writer).Encode(map[string]any{
@@ -149,12 +235,12 @@ func releaseCommand() *cli.Command {
 		Description: exitCodesHelp,
 		Flags:       clientFlags(),
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 2 {
-				return cli.Exit("latch release: want KEY TOKEN (flags go before them)", exitUsage)
+			if err := wantArgs(c, "release", 2, "KEY TOKEN"); err != nil {
+				return err
 			}
 			tok, err := strconv.ParseUint(c.Args().Get(1), 10, 64)
 			if err != nil {
-				return cli.Exit(fmt.Sprintf("latch release: TOKEN %q is not a whole number", c.Args().Get(1)), exitUsage)
+				return usageErr("release", "TOKEN %q is not a whole number", c.Args().Get(1))
 			}
 			cl, err := newClient(c)
 			if err != nil {

@@ -9,12 +9,17 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/latchd/latch/cmd/latch/internal/supervise"
 )
 
 // version is set at build time: go build -ldflags "-X main.version=v1.2.3".
 var version = "dev"
 
 func main() {
+	if supervise.IsGuard() { // latch run's guard process (internal/supervise)
+		os.Exit(supervise.GuardMain())
+	}
 	if err := newApp().Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "latch:", err)
 		os.Exit(exitCode(err))
@@ -22,7 +27,7 @@ func main() {
 }
 
 func newApp() *cli.App {
-	return &cli.App{
+	return withUsage(&cli.App{
 		Name:    "latch",
 		Usage:   "a lock service with fencing tokens",
 		Version: version,
@@ -41,7 +46,7 @@ func newApp() *cli.App {
 			versionCommand(),
 		},
 		HideVersion: false,
-	}
+	})
 }
 
 // exitCode is the process status for an error a verb returned: a cli.ExitCoder's own code,

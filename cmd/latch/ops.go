@@ -47,7 +47,7 @@ func snapshotCommand() *cli.Command {
 					"over the old cluster's history, or the highest token your resources stored), with a margin.\n" +
 					"See deploy/README.md, \"Restore\".",
 				Flags: append(adminFlags(),
-					&cli.Uint64Flag{Name: "token-floor", Required: true, Usage: "`N`: the next token is above N (required; 0 keeps the backup's counter)"}),
+					&cli.Uint64Flag{Name: "token-floor", Usage: "`N`: the next token is above N (required; 0 keeps the backup's counter)"}),
 				Action: snapshotRestore,
 			},
 		},
@@ -56,12 +56,12 @@ func snapshotCommand() *cli.Command {
 
 // fileAndSecret reads the one FILE argument and the signing secret of a snapshot verb.
 func fileAndSecret(c *cli.Context, verb string) (string, []byte, error) {
-	if c.NArg() != 1 {
-		return "", nil, cli.Exit(fmt.Sprintf("latch %s: want exactly one FILE argument, after the flags (got %d)", verb, c.NArg()), exitUsage)
+	if err := wantArgs(c, verb, 1, "one FILE"); err != nil {
+		return "", nil, err
 	}
 	secret, err := adminSecret(c)
 	if err != nil {
-		return "", nil, cli.Exit("latch "+verb+": "+err.Error(), exitUsage)
+		return "", nil, usageErr(verb, "%v", err)
 	}
 	return c.Args().First(), secret, nil
 }
@@ -74,20 +74,20 @@ func snapshotSave(c *cli.Context) error {
 	}
 	a, err := adminTargetOf(c)
 	if err != nil {
-		return cli.Exit("latch "+verb+": "+err.Error(), exitUsage)
+		return usageErr(verb, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(c.Context, transferTimeout)
 	defer cancel()
 	_, data, err := a.Do(ctx, http.MethodGet, "/v1/snapshot", nil, secret, admin.MaxSnapshot+1)
 	if err != nil {
-		return cli.Exit("latch "+verb+": "+err.Error(), exitUnavailable)
+		return adminExit(verb, err)
 	}
 	info, err := fsm.InspectSnapshot(bytes.NewReader(data))
 	if err != nil {
 		return cli.Exit("latch "+verb+": the backup received does not verify, nothing written: "+err.Error(), exitUnavailable)
 	}
 	if err := writeFileAtomic(file, data); err != nil {
-		return cli.Exit("latch "+verb+": "+err.Error(), exitUnavailable)
+		return cli.Exit("latch "+verb+": "+err.Error(), exitLocalIO)
 	}
 	fmt.Fprintf(c.App.Writer, "saved %s: %d bytes, index %d, last token %d, %d held keys\n",
 		file, len(data), info.Index, uint64(info.LastToken), info.Keys)
@@ -128,21 +128,24 @@ func snapshotRestore(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := requireFlags(c, verb, "token-floor"); err != nil {
+		return err
+	}
 	floor := c.Uint64("token-floor")
 	if floor > uint64(fsm.MaxToken) {
-		return cli.Exit(fmt.Sprintf("latch %s: --token-floor %d is above the largest token %d", verb, floor, uint64(fsm.MaxToken)), exitUsage)
+		return usageErr(verb, "--token-floor %d is above the largest token %d", floor, uint64(fsm.MaxToken))
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return cli.Exit("latch "+verb+": "+err.Error(), exitUsage)
+		return usageErr(verb, "%v", err)
 	}
 	info, err := fsm.InspectSnapshot(bytes.NewReader(data))
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("latch %s: %s: %v", verb, file, err), exitUsage)
+		return usageErr(verb, "%s: %v", file, err)
 	}
 	a, err := adminTargetOf(c)
 	if err != nil {
-		return cli.Exit("latch "+verb+": "+err.Error(), exitUsage)
+		return usageErr(verb, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(c.Context, transferTimeout)
 	defer cancel()
@@ -151,10 +154,7 @@ func snapshotRestore(c *cli.Context) error {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return cli.Exit("latch "+verb+": no answer within "+transferTimeout.String()+"; check latch status before retrying", exitIndeterminate)
 		}
-		if outcomeUnknown(err) {
-			return cli.Exit("latch "+verb+": "+err.Error(), exitIndeterminate)
-		}
-		return cli.Exit("latch "+verb+": "+err.Error(), exitUnavailable)
+		return adminExit(verb, err)
 	}
 	fmt.Fprintf(c.App.Writer, "restored %s (%d held keys, last token %d): the cluster holds %d keys; last token %d "+
 		"(the largest of the backup's, --token-floor %d and the cluster's previous %d)\n",
@@ -172,7 +172,7 @@ func recoverCommand() *cli.Command {
 			"committed may be missing here, tokens among them. Then wipe the other survivors' data, start\n" +
 			"this node with its usual flags, and start the others: they join it. See deploy/README.md, \"Lost quorum\".",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "data-dir", Required: true, Usage: "the stopped node's `DIR`", EnvVars: env("DATA_DIR")},
+			&cli.StringFlag{Name: "data-dir", Usage: "the stopped node's `DIR`", EnvVars: env("DATA_DIR")},
 			&cli.StringFlag{Name: "id", Usage: "the node's `ID` (its --id)", EnvVars: env("ID")},
 			&cli.StringFlag{Name: "advertise", Usage: "the peer `ADDR` others dial (its --advertise)", EnvVars: env("ADVERTISE")},
 			&cli.Uint64Flag{Name: "token-floor", Usage: "`N`: the next token is above N (required unless --dry-run)"},
@@ -185,8 +185,8 @@ func recoverCommand() *cli.Command {
 
 func runRecover(c *cli.Context) error {
 	const verb = "recover"
-	if c.Args().Present() {
-		return cli.Exit("latch recover takes no arguments, only flags", exitUsage)
+	if err := requireFlags(c, verb, "data-dir"); err != nil {
+		return err
 	}
 	dir := c.String("data-dir")
 	show := func(what string, ds raftnode.DiskState) {
@@ -205,20 +205,23 @@ func runRecover(c *cli.Context) error {
 	if c.Bool("dry-run") {
 		ds, err := raftnode.Inspect(dir, nil)
 		if err != nil {
-			return cli.Exit("latch "+verb+": "+err.Error(), exitUnavailable)
+			return cli.Exit("latch "+verb+": "+err.Error(), exitLocalIO)
 		}
 		show(dir, ds)
 		return nil
 	}
 	if !c.IsSet("token-floor") || c.String("id") == "" || c.String("advertise") == "" {
-		return cli.Exit("latch recover: give --id, --advertise and --token-floor (or --dry-run to look first)", exitUsage)
+		return usageErr(verb, "give --id, --advertise and --token-floor (or --dry-run to look first)")
 	}
 	before, after, err := raftnode.Recover(raftnode.RecoverOptions{
 		DataDir: dir, ID: c.String("id"), Addr: c.String("advertise"), TokenFloor: c.Uint64("token-floor"),
 		Logger: nil,
 	})
+	if errors.Is(err, fsm.ErrFloorRange) {
+		return usageErr(verb, "%v", err)
+	}
 	if err != nil {
-		return cli.Exit("latch "+verb+": "+err.Error(), exitUnavailable)
+		return cli.Exit("latch "+verb+": "+err.Error(), exitLocalIO)
 	}
 	show("before", before)
 	show("after", after)

@@ -391,11 +391,11 @@ func TestInitialMemberWaitsForTheOthers(t *testing.T) {
 	}
 }
 
-// Backups are a cluster-mode feature: a single-mode server says so.
+// Backups are a cluster-mode feature: a single-mode server says so, and refuses (65).
 func TestSnapshotOfASingleModeServer(t *testing.T) {
 	p := startServer(t, nil)
 	code, out := run(t, nil, "snapshot", "save", "--http", p.http, filepath.Join(t.TempDir(), "x.snap"))
-	if code != exitUnavailable || !strings.Contains(out, "single-mode server") {
+	if code != exitRefused || !strings.Contains(out, "single-mode server") {
 		t.Fatalf("snapshot save against single mode: exit %d, %q", code, out)
 	}
 }

@@ -5,15 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/client"
+	"github.com/latchd/latch/cmd/latch/internal/supervise"
 )
 
 // killMargin is how long before the ticket's lease deadline the command is sent SIGKILL, so
@@ -29,11 +30,15 @@ func runCommand() *cli.Command {
 		Usage:     "run a command while holding a lock; stop it before the lease ends",
 		ArgsUsage: "KEY -- CMD [ARGS...]",
 		Description: "Acquires KEY, runs CMD with LATCH_KEY, LATCH_TOKEN and LATCH_DEADLINE (RFC 3339, UTC) in its\n" +
-			"environment, and releases the lock when CMD exits. CMD runs in its own process group. When the\n" +
+			"environment, and releases the lock when CMD exits. CMD is looked up (PATH, execute bit) before the\n" +
+			"lock is taken. It runs in a process group of its own, which is the terminal's foreground group\n" +
+			"when latch has the terminal (so it can read it), and the terminal is given back after. When the\n" +
 			"lease is about to end (--kill-grace before it) the group gets SIGTERM, and SIGKILL just before\n" +
-			"the end, so the command never runs without the lock. SIGINT, SIGTERM and SIGHUP sent to latch\n" +
-			"are passed on to the command. The command is never started without the lock.\n" +
-			"--budget defaults to --kill-grace plus one second: a grant with less lease left is given back.\n\n" +
+			"the end, so the command never runs without the lock; if latch itself dies, even of SIGKILL, a\n" +
+			"guard process kills the group at once. The first SIGINT, SIGTERM or SIGHUP (to latch, or Ctrl-C\n" +
+			"at the terminal) is the command's; a second kills its group at once. The command is never\n" +
+			"started without the lock. --budget defaults to --kill-grace plus one second and must be below\n" +
+			"--lease: a grant with less lease left than the budget is given back.\n\n" +
 			exitCodesHelp,
 		Flags: append(append(clientFlags(), acquireFlags(0)...),
 			&cli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "SIGTERM this long before the lease ends, SIGKILL at its end", EnvVars: env("KILL_GRACE")},
@@ -42,22 +47,40 @@ func runCommand() *cli.Command {
 	}
 }
 
-func runAction(c *cli.Context) error {
+// runArgs splits KEY -- CMD [ARGS...]; a flag after KEY is refused, not run as the command.
+func runArgs(c *cli.Context) (string, []string, error) {
 	args := c.Args().Slice()
 	if len(args) >= 2 && args[1] == "--" {
-		args = append(args[:1], args[2:]...)
+		args = append(args[:1:1], args[2:]...)
+	} else if len(args) >= 2 && strings.HasPrefix(args[1], "-") {
+		return "", nil, usageErr("run", "flag %s after KEY: flags go before KEY", args[1])
 	}
 	if len(args) < 2 {
-		return cli.Exit("latch run: want KEY -- CMD [ARGS...] (flags go before KEY)", exitUsage)
+		return "", nil, usageErr("run", "want KEY -- CMD [ARGS...] (flags go before KEY)")
 	}
-	key, argv := args[0], args[1:]
+	return args[0], args[1:], nil
+}
+
+func runAction(c *cli.Context) error {
+	key, argv, err := runArgs(c)
+	if err != nil {
+		return err
+	}
 	grace, lease := c.Duration("kill-grace"), c.Duration("lease")
 	if grace < 0 || grace+killMargin >= lease {
-		return cli.Exit(fmt.Sprintf("latch run: --kill-grace %s must be shorter than --lease %s minus %s", grace, lease, killMargin), exitUsage)
+		return usageErr("run", "--kill-grace %s must be shorter than --lease %s minus %s", grace, lease, killMargin)
 	}
-	budget := c.Duration("budget")
-	if !c.IsSet("budget") {
-		budget = min(grace+time.Second, lease)
+	o, budget, err := acquireInputs(c, grace+time.Second, "--budget (default: --kill-grace plus 1s)")
+	if err != nil {
+		return err
+	}
+	path, err := supervise.Resolve(argv[0])
+	if err != nil {
+		var re *supervise.ResolveError
+		if errors.As(err, &re) && re.NotFound {
+			return cli.Exit("latch run: "+err.Error()+"; no lock was taken", exitNotFound)
+		}
+		return cli.Exit("latch run: "+err.Error()+"; no lock was taken", exitCannotRun)
 	}
 	cl, err := newClient(c)
 	if err != nil {
@@ -69,7 +92,54 @@ func runAction(c *cli.Context) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	actx, cancel := context.WithCancel(c.Context)
+	t, err := acquireOrSignal(c.Context, cl, sigs, key, budget, o)
+	if err != nil {
+		return acquireFailed("run", cl, err)
+	}
+
+	g, err := supervise.Start(supervise.Spec{
+		Path: path, Args: argv, Stdin: os.Stdin, Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Terminal: os.Stdin,
+		Env: append(os.Environ(),
+			"LATCH_KEY="+t.Key,
+			"LATCH_TOKEN="+strconv.FormatUint(t.Token, 10),
+			"LATCH_DEADLINE="+t.Deadline.UTC().Format(time.RFC3339Nano),
+		),
+	})
+	if err != nil {
+		return startFailed(c, t, argv[0], err)
+	}
+	out := g.Supervise(supervise.Plan{
+		TermAt: t.Deadline.Add(-grace), KillAt: t.Deadline.Add(-killMargin), Signals: sigs,
+		Notice: func(e supervise.Event) {
+			switch e {
+			case supervise.EventTerm:
+				stderrf(c, "latch run: lease of %s ends at %s; sending SIGTERM", key, t.Deadline.UTC().Format(time.RFC3339Nano))
+			case supervise.EventKill:
+				stderrf(c, "latch run: lease of %s is ending; sending SIGKILL", key)
+			case supervise.EventEscalate:
+				stderrf(c, "latch run: a second signal; sending SIGKILL to the command's process group")
+			}
+		},
+	})
+	releaseAfter(c, t)
+
+	if out.LeaseEnded {
+		return cli.Exit(fmt.Sprintf("latch run: %s was stopped because its lease was ending", argv[0]), exitKilled)
+	}
+	ws, _ := out.State.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled():
+		return cli.Exit("", 128+int(ws.Signal()))
+	case out.State.ExitCode() != 0:
+		return cli.Exit("", out.State.ExitCode())
+	}
+	return nil
+}
+
+// acquireOrSignal acquires, ending the attempt when one of sigs arrives.
+func acquireOrSignal(ctx context.Context, cl *client.Client, sigs <-chan os.Signal, key string, budget time.Duration, o client.AcquireOptions) (*client.Ticket, error) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	go func() {
 		select {
 		case <-sigs:
@@ -77,79 +147,34 @@ func runAction(c *cli.Context) error {
 		case <-actx.Done():
 		}
 	}()
-	t, err := cl.Acquire(actx, key, budget, client.AcquireOptions{Wait: c.Duration("wait"), Lease: lease})
-	cancel()
-	if err != nil {
-		return exitFor("run", err)
-	}
+	return cl.Acquire(actx, key, budget, o)
+}
 
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.App.Writer, c.App.ErrWriter
-	cmd.Env = append(os.Environ(),
-		"LATCH_KEY="+t.Key,
-		"LATCH_TOKEN="+strconv.FormatUint(t.Token, 10),
-		"LATCH_DEADLINE="+t.Deadline.UTC().Format(time.RFC3339Nano),
-	)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		releaseAfter(c, cl, t)
-		code := 127
-		if errors.Is(err, os.ErrPermission) {
-			code = 126
-		}
-		return cli.Exit(fmt.Sprintf("latch run: %v", err), code)
+// startFailed releases the lock of a command that could not be started: 126 once the release
+// is confirmed, else 76 (the lock may be held until its lease ends).
+func startFailed(c *cli.Context, t *client.Ticket, name string, err error) error {
+	if rerr := release(t); rerr != nil {
+		return cli.Exit(fmt.Sprintf("latch run: starting %s: %v; the release of %s token %d was not confirmed (%v): the lock may be held until %s",
+			name, err, t.Key, t.Token, rerr, t.Deadline.UTC().Format(time.RFC3339Nano)), exitIndeterminate)
 	}
-	group := -cmd.Process.Pid
+	return cli.Exit(fmt.Sprintf("latch run: starting %s: %v; the lock was released", name, err), exitCannotRun)
+}
 
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
-	term := time.NewTimer(time.Until(t.Deadline.Add(-grace)))
-	kill := time.NewTimer(time.Until(t.Deadline.Add(-killMargin)))
-	defer term.Stop()
-	defer kill.Stop()
-	leaseEnded := false
-	for done := false; !done; {
-		select {
-		case <-exited:
-			done = true
-		case s := <-sigs:
-			syscall.Kill(group, s.(syscall.Signal))
-		case <-term.C:
-			leaseEnded = true
-			stderrf(c, "latch run: lease of %s ends at %s; sending SIGTERM", key, t.Deadline.UTC().Format(time.RFC3339Nano))
-			syscall.Kill(group, syscall.SIGTERM)
-		case <-kill.C:
-			leaseEnded = true
-			stderrf(c, "latch run: lease of %s is ending; sending SIGKILL", key)
-			syscall.Kill(group, syscall.SIGKILL)
-		}
-	}
-	// Whatever the command left in its group must not outlive the lock either.
-	syscall.Kill(group, syscall.SIGKILL)
-	releaseAfter(c, cl, t)
-
-	if leaseEnded {
-		return cli.Exit(fmt.Sprintf("latch run: %s was stopped because its lease was ending", argv[0]), exitKilled)
-	}
-	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	switch {
-	case ws.Signaled():
-		return cli.Exit("", 128+int(ws.Signal()))
-	case cmd.ProcessState.ExitCode() != 0:
-		return cli.Exit("", cmd.ProcessState.ExitCode())
+// release gives the lock back within releaseTimeout; nil when confirmed (released, or it
+// held nothing any more).
+func release(t *client.Ticket) error {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	if err := t.Release(ctx); err != nil && !errors.Is(err, client.ErrNotHeld) {
+		return err
 	}
 	return nil
 }
 
 // releaseAfter gives the lock back once the command is gone. A failure is reported but does
 // not change the exit status: the lease ends the lock anyway.
-func releaseAfter(c *cli.Context, cl *client.Client, t *client.Ticket) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
-	if err := t.Release(ctx); err != nil && !errors.Is(err, client.ErrNotHeld) {
+func releaseAfter(c *cli.Context, t *client.Ticket) {
+	if err := release(t); err != nil {
 		stderrf(c, "latch run: release of %s token %d: %v (the lease ends it at %s)", t.Key, t.Token, err, t.Deadline.UTC().Format(time.RFC3339Nano))
 	}
 }

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/latchd/latch/cluster/clustertest"
+)
+
+// TestExitCodes runs every verb with each kind of failure it can meet and checks the exit
+// code against README's table: usage errors and bad values 64 (in one line, with a pointer
+// to --help), refused 65, unavailable 69, local files 74, not acquired 75, not held 1, and
+// run's 126, 127 and passed-through statuses.
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	p := startServer(t, nil)
+	srv, dead := "--servers="+p.listen, "--servers="+clustertest.DeadAddr(t)
+	deadHTTP, nonLatch := "--http="+clustertest.DeadAddr(t), "--servers="+clustertest.NonLatchAddr(t)
+	if code, out := run(t, nil, "acquire", srv, "--lease", "60s", "held"); code != 0 {
+		t.Fatalf("acquire: exit %d, %s", code, out)
+	}
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows := []struct {
+		name string
+		env  []string
+		args []string
+		want int
+	}{
+		{"latch bare", nil, nil, exitUsage},
+		{"unknown verb", nil, []string{"bogus"}, exitUsage},
+		{"unknown global flag", nil, []string{"--bogus"}, exitUsage},
+
+		{"acquire no key", nil, []string{"acquire", srv}, exitUsage},
+		{"acquire two keys", nil, []string{"acquire", srv, "a", "b"}, exitUsage},
+		{"acquire flag after key", nil, []string{"acquire", srv, "k", "--lease", "5s"}, exitUsage},
+		{"acquire unknown flag", nil, []string{"acquire", "--nope", "k"}, exitUsage},
+		{"acquire bad duration", nil, []string{"acquire", srv, "--lease", "10", "k"}, exitUsage},
+		{"acquire lease 0s", nil, []string{"acquire", srv, "--lease", "0s", "k"}, exitUsage},
+		{"acquire LATCH_LEASE=0s", []string{"LATCH_LEASE=0s"}, []string{"acquire", srv, "k"}, exitUsage},
+		{"acquire wait out of range", nil, []string{"acquire", srv, "--wait", "256s", "k"}, exitUsage},
+		{"acquire budget = lease", nil, []string{"acquire", srv, "--lease", "60s", "--budget", "60s", "k"}, exitUsage},
+		{"acquire bad key", nil, []string{"acquire", srv, "bad key"}, exitUsage},
+		{"acquire dead server", nil, []string{"acquire", dead, "--wait", "1s", "k"}, exitUnavailable},
+		{"acquire not latch", nil, []string{"acquire", nonLatch, "--wait", "1s", "k"}, exitUnavailable},
+		{"acquire held", nil, []string{"acquire", srv, "held"}, exitNotAcquired},
+
+		{"release no token", nil, []string{"release", srv, "k"}, exitUsage},
+		{"release bad token", nil, []string{"release", srv, "k", "x"}, exitUsage},
+		{"release bad flag", nil, []string{"release", "--servers", "k", "1"}, exitUsage},
+		{"release not held", nil, []string{"release", srv, "k", "99"}, exitNotHeld},
+		{"release dead server", nil, []string{"release", dead, "k", "1"}, exitUnavailable},
+
+		{"ping extra argument", nil, []string{"ping", srv, "x"}, exitUsage},
+		{"ping dead server", nil, []string{"ping", dead}, exitUnavailable},
+
+		{"run no command", nil, []string{"run", srv, "k"}, exitUsage},
+		{"run flag after key", nil, []string{"run", srv, "k", "--lease", "5s", "--", "true"}, exitUsage},
+		{"run default budget not below lease", nil, []string{"run", srv, "--lease", "3s", "--kill-grace", "2s", "k", "--", "true"}, exitUsage},
+		{"run budget = lease", nil, []string{"run", srv, "--lease", "10s", "--kill-grace", "1s", "--budget", "10s", "k", "--", "true"}, exitUsage},
+		{"run lease 0s", nil, []string{"run", srv, "--lease", "0s", "k", "--", "true"}, exitUsage},
+		{"run bad duration", nil, []string{"run", srv, "--kill-grace", "2", "k", "--", "true"}, exitUsage},
+		{"run command not found", nil, []string{"run", srv, "k", "--", filepath.Join(dir, "missing.sh")}, exitNotFound},
+		{"run command not executable", nil, []string{"run", srv, "k", "--", plain}, exitCannotRun},
+		{"run dead server", nil, []string{"run", dead, "--wait", "1s", "k", "--", "true"}, exitUnavailable},
+		{"run held", nil, []string{"run", srv, "held", "--", "true"}, exitNotAcquired},
+		{"run command status", nil, []string{"run", srv, "k1", "--", "sh", "-c", "exit 7"}, 7},
+		{"run command signal", nil, []string{"run", srv, "k2", "--", "sh", "-c", "kill -USR1 $$"}, 128 + 10},
+
+		{"bench extra argument", nil, []string{"bench", srv, "x"}, exitUsage},
+		{"bench bad value", nil, []string{"bench", srv, "--clients", "0"}, exitUsage},
+
+		{"status extra argument", nil, []string{"status", "--http", p.http, "x"}, exitUsage},
+		{"status bad flag", nil, []string{"status", "--json=maybe"}, exitUsage},
+		{"status dead node", nil, []string{"status", deadHTTP}, exitUnavailable},
+
+		{"peers bare", nil, []string{"peers"}, exitUsage},
+		{"peers unknown", nil, []string{"peers", "bogus"}, exitUsage},
+		{"peers list single mode", nil, []string{"peers", "list", "--http", p.http}, exitRefused},
+		{"peers list dead node", nil, []string{"peers", "list", deadHTTP}, exitUnavailable},
+		{"peers add no --raft-addr", nil, []string{"peers", "add", "--http", p.http, "--id", "n9"}, exitUsage},
+		{"peers remove no --id", nil, []string{"peers", "remove", "--http", p.http}, exitUsage},
+		{"peers remove single mode", nil, []string{"peers", "remove", "--http", p.http, "--id", "n9"}, exitRefused},
+		{"peers remove dead node", nil, []string{"peers", "remove", deadHTTP, "--id", "n9"}, exitUnavailable},
+
+		{"snapshot bare", nil, []string{"snapshot"}, exitUsage}, // prints the help, as bare latch
+		{"snapshot save no file", nil, []string{"snapshot", "save", "--http", p.http}, exitUsage},
+		{"snapshot save single mode", nil, []string{"snapshot", "save", "--http", p.http, filepath.Join(dir, "s")}, exitRefused},
+		{"snapshot save dead node", nil, []string{"snapshot", "save", deadHTTP, filepath.Join(dir, "s")}, exitUnavailable},
+		{"snapshot restore no --token-floor", nil, []string{"snapshot", "restore", "--http", p.http, plain}, exitUsage},
+		{"snapshot restore missing file", nil, []string{"snapshot", "restore", "--http", p.http, "--token-floor", "0", filepath.Join(dir, "none")}, exitUsage},
+
+		{"recover no --data-dir", nil, []string{"recover", "--dry-run"}, exitUsage},
+		{"recover extra argument", nil, []string{"recover", "--data-dir", dir, "x"}, exitUsage},
+		{"recover empty data dir", nil, []string{"recover", "--data-dir", filepath.Join(dir, "none"), "--dry-run"}, exitLocalIO},
+
+		{"server extra argument", nil, []string{"server", "x"}, exitUsage},
+		{"server bad value", nil, []string{"server", "--max-conns", "many"}, exitUsage},
+		{"version extra argument", nil, []string{"version", "x"}, exitUsage},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			code, out := run(t, r.env, r.args...)
+			if code != r.want {
+				t.Fatalf("latch %s: exit %d, want %d:\n%s", strings.Join(r.args, " "), code, r.want, out)
+			}
+			if bare := strings.HasSuffix(r.name, " bare") || r.args == nil; bare && !strings.Contains(out, "COMMANDS:") {
+				t.Fatalf("latch %s: exit 64 without the help:\n%s", strings.Join(r.args, " "), out)
+			}
+			if r.want == exitUsage && !strings.HasSuffix(r.name, " bare") {
+				// One line, naming --help; never the whole help text.
+				if strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "--help") {
+					t.Fatalf("latch %s: usage error is not one line pointing to --help:\n%s", strings.Join(r.args, " "), out)
+				}
+			}
+		})
+	}
+	// Nothing above took a grant except the first acquire and the two run rows that ran:
+	// the refused runs (not found, not executable, flags after KEY) took none.
+	if code, out := run(t, nil, "acquire", srv, "k"); code != 0 || !strings.HasPrefix(out, "token ") {
+		t.Fatalf("acquire k: exit %d, %s", code, out)
+	}
+}

@@ -1,0 +1,44 @@
+// Package supervise runs the command of `latch run`: resolved before any lock is taken, in a
+// process group of its own that nothing of it outlives, in the terminal's foreground when
+// latch has it, stopped before the lease ends.
+//
+// # The group and its guard
+//
+// Start first starts a guard: latch itself again (os.Executable), recognised by an
+// environment variable, that does nothing but watch. The guard is the leader of a new
+// process group; the command is then started into that group (setpgid to the guard's pid),
+// so the command, everything it forks, and the guard share one process group id.
+//
+// The guard holds the read end of a pipe whose only write end is latch's. When latch exits
+// in any way, SIGKILL included, the kernel closes that write end and the guard reads EOF; it
+// then gives the terminal back to latch's original process group (when it had taken it) and
+// sends SIGKILL to its own group: the command and all of its group die at once, and the
+// guard with them. A parent-death signal would reach only a direct child, not the group, and
+// a subreaper does not help when it is the subreaper that dies; a process inside the group
+// that outlives latch does both jobs. Latch waits for the guard's "ready" byte before it
+// starts the command, so there is no window in which the command runs unguarded. The guard
+// ignores SIGTERM (sent to the group when the lease is ending), SIGTSTP, SIGTTIN and SIGTTOU.
+// What it cannot stop: a command that moves itself into another group or session (setsid,
+// setpgid) leaves the group, as with flock(1) or any group-based supervisor, and a guard
+// killed by the command itself (kill -9 0) no longer protects against latch's death (latch
+// still kills the group at the end of the lease and when the command exits).
+//
+// # The terminal
+//
+// When the terminal given as Spec.Terminal is latch's controlling terminal and latch's
+// process group is its foreground group, the guard's group is made the foreground group
+// (SysProcAttr.Foreground), so the command can read the terminal (an interactive psql, a
+// confirmation prompt) instead of stopping on SIGTTIN. After the command, latch makes its own
+// group the foreground again (with SIGTTOU ignored for that one call). Otherwise the command
+// runs in the background group, as before.
+//
+// # Signals
+//
+// In the foreground, the terminal's SIGINT, SIGQUIT and SIGHUP reach the command's group,
+// not latch. The guard, being in that group, gets them too and reports each one to latch over
+// a second pipe. Signals sent to latch itself (SIGINT, SIGTERM, SIGHUP from kill or a service
+// manager) are passed on to the group. The first such signal, either way, is the command's
+// to handle; the second kills the group with SIGKILL at once instead of waiting for the
+// lease. A signal latch passes on reaches the guard too and comes back as a report: latch
+// counts those echoes and does not count them as a second signal.
+package supervise

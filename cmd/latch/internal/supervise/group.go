@@ -1,0 +1,214 @@
+package supervise
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// readyTimeout bounds how long Start waits for the guard to say it is ready.
+const readyTimeout = 10 * time.Second
+
+// Spec is a command to start. Path is what Resolve returned; Args[0] is the name as given.
+type Spec struct {
+	Path   string
+	Args   []string
+	Env    []string
+	Stdin  *os.File
+	Stdout io.Writer
+	Stderr io.Writer
+	// Terminal, if it is latch's controlling terminal and latch's group is its foreground
+	// group, is given to the command's group while it runs (usually os.Stdin). Nil: never.
+	Terminal *os.File
+}
+
+// Group is a started command in its guarded process group.
+type Group struct {
+	cmd     *exec.Cmd
+	guard   *exec.Cmd
+	pgid    int
+	ctl     *os.File            // the only write end of the guard's pipe
+	reports chan syscall.Signal // terminal signals the guard saw
+	done    chan struct{}       // closed once the command has exited (cmd.ProcessState is set)
+	guarded chan struct{}       // closed once the guard has exited
+	tty     int                 // the terminal's fd while the group has the foreground, else -1
+	own     int                 // latch's process group, given the terminal back after
+
+	closeOnce sync.Once
+	echoed    atomic.Int64 // reports recognised as echoes of signals latch passed on (tests)
+}
+
+// Foreground reports whether the command's group has the terminal.
+func (g *Group) Foreground() bool { return g.tty >= 0 }
+
+// Pgid is the process group of the command (and of its guard).
+func (g *Group) Pgid() int { return g.pgid }
+
+// Done is closed when the command (the process Start started) has exited.
+func (g *Group) Done() <-chan struct{} { return g.done }
+
+// State is the command's exit state, once Done is closed.
+func (g *Group) State() *os.ProcessState { return g.cmd.ProcessState }
+
+// Signal sends sig to every process of the group, the guard included.
+func (g *Group) Signal(sig syscall.Signal) error { return syscall.Kill(-g.pgid, sig) }
+
+// Start starts the guard, then the command in the guard's process group (see the package
+// documentation). An error means nothing of the command runs.
+func Start(s Spec) (*Group, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding latch's own binary for the guard: %w", err)
+	}
+	g := &Group{reports: make(chan syscall.Signal, 8), done: make(chan struct{}), guarded: make(chan struct{}), tty: -1, own: unix.Getpgrp()}
+	if fd, ok := foregroundOf(s.Terminal); ok {
+		g.tty = fd
+	}
+	if err := g.startGuard(self, s.Terminal); err != nil {
+		return nil, err
+	}
+	cmd := &exec.Cmd{Path: s.Path, Args: s.Args, Env: s.Env, Stdout: s.Stdout, Stderr: s.Stderr}
+	if s.Stdin != nil { // a nil *os.File in the io.Reader would not be nil
+		cmd.Stdin = s.Stdin
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: g.pgid}
+	if err := cmd.Start(); err != nil {
+		g.stopGuard()
+		return nil, err
+	}
+	g.cmd = cmd
+	go func() {
+		cmd.Wait()
+		close(g.done)
+	}()
+	return g, nil
+}
+
+// startGuard starts the guard as the leader of a new group (the terminal's foreground group
+// when g.tty is set) and waits for its ready byte.
+func (g *Group) startGuard(self string, tty *os.File) error {
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		ctlR.Close()
+		ctlW.Close()
+		return err
+	}
+	restore := 0
+	guard := exec.Command(self)
+	guard.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if g.tty >= 0 {
+		restore = g.own
+		guard.Stdin = tty
+		guard.SysProcAttr.Foreground, guard.SysProcAttr.Ctty = true, g.tty
+	}
+	guard.Env = []string{guardEnv + "=" + strconv.Itoa(restore)}
+	guard.ExtraFiles = []*os.File{ctlR, repW}
+	err = guard.Start()
+	ctlR.Close()
+	repW.Close()
+	if err != nil {
+		ctlW.Close()
+		repR.Close()
+		return fmt.Errorf("starting the guard process: %w", err)
+	}
+	g.guard, g.ctl, g.pgid = guard, ctlW, guard.Process.Pid
+	go func() {
+		guard.Wait()
+		close(g.guarded)
+	}()
+	ready := make(chan error, 1)
+	go g.readReports(repR, ready)
+	select {
+	case err = <-ready:
+	case <-time.After(readyTimeout):
+		err = fmt.Errorf("no answer within %s", readyTimeout)
+	}
+	if err != nil {
+		g.stopGuard()
+		return fmt.Errorf("starting the guard process: %w", err)
+	}
+	return nil
+}
+
+// readReports reads the guard's ready byte, then its signal reports, until the guard exits.
+func (g *Group) readReports(r *os.File, ready chan<- error) {
+	defer r.Close()
+	b := make([]byte, 1)
+	if _, err := io.ReadFull(r, b); err != nil || b[0] != readyByte {
+		ready <- errors.New("the guard exited before it was ready")
+		return
+	}
+	ready <- nil
+	for {
+		if _, err := r.Read(b); err != nil {
+			return
+		}
+		if sig, ok := signalOf(b[0]); ok {
+			select {
+			case g.reports <- sig:
+			default: // a burst of signals: the first ones already decide
+			}
+		}
+	}
+}
+
+// stopGuard kills the group, gives the terminal back and reaps the guard.
+func (g *Group) stopGuard() {
+	g.Signal(syscall.SIGKILL)
+	g.restoreTerminal()
+	g.ctl.Close()
+	select {
+	case <-g.guarded:
+	case <-time.After(readyTimeout):
+	}
+}
+
+// Close kills whatever is left of the group with SIGKILL, gives the terminal back to latch's
+// group and reaps the guard. Call it once the command has exited, or to end it at once.
+func (g *Group) Close() {
+	g.closeOnce.Do(func() {
+		g.stopGuard()
+		<-g.done
+	})
+}
+
+// restoreTerminal makes latch's group the terminal's foreground group again. Latch is in a
+// background group then, so SIGTTOU is ignored around the call (ignored, not caught: a
+// caught SIGTTOU would stop latch's whole group). No child is started meanwhile, so none
+// inherits the ignored disposition.
+func (g *Group) restoreTerminal() {
+	if g.tty < 0 {
+		return
+	}
+	signal.Ignore(syscall.SIGTTOU)
+	unix.IoctlSetPointerInt(g.tty, unix.TIOCSPGRP, g.own)
+	signal.Reset(syscall.SIGTTOU)
+}
+
+// foregroundOf returns t's descriptor if t is latch's controlling terminal and latch's
+// process group is its foreground group.
+func foregroundOf(t *os.File) (int, bool) {
+	if t == nil {
+		return -1, false
+	}
+	fd := int(t.Fd())
+	pg, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	if err != nil || pg != unix.Getpgrp() {
+		return -1, false
+	}
+	return fd, true
+}

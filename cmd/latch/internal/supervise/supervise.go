@@ -1,0 +1,101 @@
+package supervise
+
+import (
+	"os"
+	"syscall"
+	"time"
+)
+
+// Event is something Supervise did that the user should hear about.
+type Event int
+
+const (
+	// EventTerm: the lease is ending (TermAt): the group was sent SIGTERM.
+	EventTerm Event = iota
+	// EventKill: the lease is about to end (KillAt): the group was sent SIGKILL.
+	EventKill
+	// EventEscalate: a second signal arrived: the group was sent SIGKILL.
+	EventEscalate
+)
+
+// Plan is how Supervise stops the command.
+type Plan struct {
+	TermAt, KillAt time.Time        // SIGTERM, then SIGKILL, to the group (zero: never)
+	Signals        <-chan os.Signal // signals latch itself received
+	Notice         func(Event)      // optional
+}
+
+// Outcome is how the command ended.
+type Outcome struct {
+	State      *os.ProcessState
+	LeaseEnded bool // it was signalled because the lease was ending
+	Escalated  bool // a second signal killed its group
+}
+
+// Supervise waits for the command to exit, passing on latch's signals, stopping the group at
+// the plan's times and killing it on a second signal; then it closes the group (see Close).
+func (g *Group) Supervise(p Plan) Outcome {
+	notice := p.Notice
+	if notice == nil {
+		notice = func(Event) {}
+	}
+	term, kill := timerAt(p.TermAt), timerAt(p.KillAt)
+	defer term.Stop()
+	defer kill.Stop()
+	var out Outcome
+	signals := 0
+	echoes := map[syscall.Signal]int{} // signals latch passed on, the guard will report back
+	second := func() bool {
+		signals++
+		if signals < 2 || out.Escalated {
+			return signals >= 2
+		}
+		out.Escalated = true
+		notice(EventEscalate)
+		g.Signal(syscall.SIGKILL)
+		return true
+	}
+	for done := false; !done; {
+		select {
+		case <-g.done:
+			done = true
+		case s := <-p.Signals:
+			sig, ok := s.(syscall.Signal)
+			if !ok || second() {
+				continue
+			}
+			g.Signal(sig)
+			if _, back := reported[sig]; back {
+				echoes[sig]++
+			}
+		case sig := <-g.reports:
+			if echoes[sig] > 0 {
+				echoes[sig]--
+				g.echoed.Add(1)
+				continue
+			}
+			second()
+		case <-term.C:
+			out.LeaseEnded = true
+			notice(EventTerm)
+			g.Signal(syscall.SIGTERM)
+		case <-kill.C:
+			out.LeaseEnded = true
+			notice(EventKill)
+			g.Signal(syscall.SIGKILL)
+		}
+	}
+	g.Close()
+	out.State = g.State()
+	return out
+}
+
+// timerAt is a timer firing at t, or never for the zero time.
+func timerAt(t time.Time) *time.Timer {
+	if t.IsZero() {
+		tm := time.NewTimer(time.Hour)
+		tm.Stop()
+		return tm
+	}
+	return time.NewTimer(time.Until(t))
+}

@@ -1,0 +1,267 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/latchd/latch/cluster/clustertest"
+)
+
+// waitPid waits up to 20 s for path to hold a pid and returns it.
+func waitPid(t *testing.T, path string) int {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(path)
+		if err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatalf("%s: %q", path, b)
+			}
+			return pid
+		}
+	}
+	t.Fatalf("%s was not written within 20 s", path)
+	return 0
+}
+
+// pgidOf is the process group of pid, from /proc.
+func pgidOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // state ppid pgrp ...
+	pg, err := strconv.Atoi(f[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pg
+}
+
+// groupAlive lists the live (not zombie) processes of process group pgid.
+func groupAlive(pgid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// Issue 13: kill -9 of latch run left its command running past the lease. Now the guard
+// kills the command's whole group: a second later none of it is alive.
+func TestRunKill9KillsTheCommandsGroup(t *testing.T) {
+	t.Parallel()
+	p := startServer(t, nil)
+	dir := t.TempDir()
+	childFile, shFile := filepath.Join(dir, "child"), filepath.Join(dir, "sh")
+	// Output to a file, not a pipe: Wait must not wait for survivors holding the pipe.
+	logf, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(latchBin, "run", "--servers="+p.listen, "--lease", "60s", "--kill-grace", "2s", "k9", "--",
+		"sh", "-c", `sleep 60 & echo $! > "$1"; echo $$ > "$2"; while :; do sleep 0.1; done`, "sh", childFile, shFile)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	child, sh := waitPid(t, childFile), waitPid(t, shFile)
+	pgid := pgidOf(t, sh)
+	if pgid == pgidOf(t, os.Getpid()) || pgid != pgidOf(t, child) {
+		t.Fatalf("the command's group %d: the test's is %d, its child's %d", pgid, pgidOf(t, os.Getpid()), pgidOf(t, child))
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	killed := time.Now()
+	for left := groupAlive(pgid); len(left) > 0; left = groupAlive(pgid) {
+		if time.Since(killed) > time.Second {
+			for _, pid := range left {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			b, _ := os.ReadFile(logf.Name())
+			t.Fatalf("a second after kill -9 of latch run, processes %v of the command's group %d still run:\n%s", left, pgid, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A first SIGTERM is the command's (it ignores it here); a second kills its group at once,
+// long before the lease, and the lock is released.
+func TestRunSecondSignalKillsTheGroup(t *testing.T) {
+	t.Parallel()
+	p := startServer(t, nil)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cmd, out, done := start(t, nil, "run", "--servers="+p.listen, "--lease", "60s", "--kill-grace", "2s", "sig/k", "--",
+		"sh", "-c", `trap "" TERM INT; echo $$ > "$1"; while :; do sleep 0.1; done`, "sh", pidFile)
+	pid := waitPid(t, pidFile)
+	cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("one SIGTERM ended latch run: %v\n%s", err, out.String())
+	default:
+	}
+	if !alive(pid) {
+		t.Fatal("one SIGTERM killed the command, which ignores it")
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 128+int(syscall.SIGKILL) || !strings.Contains(out.String(), "second signal") {
+			t.Fatalf("latch run after a second SIGTERM: %v, want exit %d:\n%s", err, 128+int(syscall.SIGKILL), out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("a second SIGTERM did not end latch run within 20 s (lease 60 s):\n%s", out.String())
+	}
+	if alive(pid) {
+		t.Fatal("the command outlived latch run")
+	}
+	if code, out := run(t, nil, "acquire", "--servers="+p.listen, "sig/k"); code != 0 || !strings.HasPrefix(out, "token 2") {
+		t.Fatalf("acquire after run: exit %d, %q", code, out)
+	}
+}
+
+// Issue 13: a grant the ticket gate refuses was released in the background after the CLI
+// had exited, so never. Now the CLI waits for that release: exit 75, and the key is free.
+func TestAcquireGateFailureReleasesBeforeExit(t *testing.T) {
+	t.Parallel()
+	p := startServer(t, nil)
+	srv := "--servers=" + p.listen
+	if code, out := run(t, nil, "acquire", srv, "--lease", "60s", "gate"); code != 0 {
+		t.Fatalf("acquire: exit %d, %s", code, out)
+	}
+	// A waiter with a 4 s lease that needs 3 s of it: released after 1.5 s of waiting, the
+	// grant has at most 2.5 s left.
+	_, out, done := start(t, nil, "acquire", srv, "--wait", "20s", "--lease", "4s", "--budget", "3s", "gate")
+	for end := time.Now().Add(20 * time.Second); metric(p.http, "latch_waiters") != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the waiter did not queue within 20 s:\n%s", out.String())
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if code, out := run(t, nil, "release", srv, "gate", "1"); code != 0 {
+		t.Fatalf("release: exit %d, %s", code, out)
+	}
+	select {
+	case err := <-done:
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != exitNotAcquired || !strings.Contains(out.String(), "released again (confirmed)") {
+			t.Fatalf("acquire whose grant fails the gate: %v, want exit %d:\n%s", err, exitNotAcquired, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("acquire did not end within 30 s:\n%s", out.String())
+	}
+	if code, out := run(t, nil, "acquire", srv, "gate"); code != 0 || !strings.HasPrefix(out, "token 3") {
+		t.Fatalf("the refused grant still holds the key: exit %d, %q", code, out)
+	}
+}
+
+// openPty opens a new pseudo-terminal pair.
+func openPty(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return m, s
+}
+
+// Issue 13: latch run's command never got the terminal, so an interactive one stopped on
+// SIGTTIN. Under a shell on a real pty, the command reads a line typed at the terminal, and
+// afterwards the terminal's foreground group is the shell's again (the shell reads the next).
+func TestRunCommandReadsTheTerminal(t *testing.T) {
+	t.Parallel()
+	p := startServer(t, nil)
+	master, slave := openPty(t)
+	script := `"$0" run --servers "$1" --lease 30s --kill-grace 2s tty/k -- sh -c 'read x; echo "got $x"'; echo "latch-exit $?"; read y; echo "after $y"`
+	sh := exec.Command("sh", "-c", script, latchBin, p.listen)
+	sh.Stdin, sh.Stdout, sh.Stderr = slave, slave, slave
+	sh.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	shDone := make(chan error, 1)
+	go func() { shDone <- sh.Wait() }()
+	t.Cleanup(func() { sh.Process.Kill() })
+	slave.Close()
+	out := &clustertest.Buffer{}
+	go io.Copy(out, master)
+	fg := func() int {
+		pg, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPGRP)
+		if err != nil {
+			t.Fatalf("TIOCGPGRP: %v", err)
+		}
+		return pg
+	}
+	await := func(what string, ok func() bool) {
+		t.Helper()
+		for end := time.Now().Add(20 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: not within 20 s; terminal output:\n%s", what, out.String())
+			}
+		}
+	}
+	shPid := sh.Process.Pid
+	await("the command's group takes the terminal", func() bool { return fg() != shPid })
+	master.Write([]byte("hello\n"))
+	await("the command reads the terminal", func() bool { return strings.Contains(out.String(), "got hello") })
+	await("latch run exits 0", func() bool { return strings.Contains(out.String(), "latch-exit 0") })
+	if pg := fg(); pg != shPid {
+		t.Fatalf("after latch run the terminal's foreground group is %d, not the shell's %d", pg, shPid)
+	}
+	master.Write([]byte("world\n"))
+	await("the shell reads the terminal again", func() bool { return strings.Contains(out.String(), "after world") })
+	select {
+	case err := <-shDone:
+		if err != nil {
+			t.Fatalf("shell: %v\n%s", err, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the shell did not exit:\n%s", out.String())
+	}
+}
