@@ -79,6 +79,16 @@ func TestExitCodes(t *testing.T) {
 		{"status bad flag", nil, []string{"status", "--json=maybe"}, exitUsage},
 		{"status dead node", nil, []string{"status", deadHTTP}, exitUnavailable},
 
+		{"locks extra argument", nil, []string{"locks", "--http", p.http, "x"}, exitUsage},
+		{"locks bad limit", nil, []string{"locks", "--http", p.http, "--limit", "-1"}, exitUsage},
+		{"locks dead node", nil, []string{"locks", deadHTTP}, exitUnavailable},
+		{"locks show no key", nil, []string{"locks", "show", "--http", p.http}, exitUsage},
+		{"locks show bad key", nil, []string{"locks", "show", "--http", p.http, "bad key"}, exitUsage},
+		{"locks show dead node", nil, []string{"locks", "show", deadHTTP, "k"}, exitUnavailable},
+		{"locks release bad token", nil, []string{"locks", "release", "--http", p.http, "--token", "0", "held"}, exitUsage},
+		{"locks release not held", nil, []string{"locks", "release", "--http", p.http, "--token", "99", "held"}, exitNotHeld},
+		{"locks release free key", nil, []string{"locks", "release", "--http", p.http, "free"}, exitNotHeld},
+
 		{"peers bare", nil, []string{"peers"}, exitUsage},
 		{"peers unknown", nil, []string{"peers", "bogus"}, exitUsage},
 		{"peers list single mode", nil, []string{"peers", "list", "--http", p.http}, exitRefused},

@@ -42,14 +42,14 @@ func locksCommand() *cli.Command {
 		),
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
-				return cli.Exit(fmt.Sprintf("latch locks: unexpected arguments %q (subcommands: show KEY, release KEY; flags go before arguments)", c.Args().Slice()), exitUsage)
+				return usageErr("locks", "unexpected arguments %q (subcommands: show KEY, release KEY)", c.Args().Slice())
 			}
 			if c.Int("limit") < 0 {
-				return cli.Exit("latch locks: --limit must be 0 (all) or more", exitUsage)
+				return usageErr("locks", "--limit must be 0 (all) or more")
 			}
 			secret, a, err := signed(c)
 			if err != nil {
-				return cli.Exit("latch locks: "+err.Error(), exitUsage)
+				return usageErr("locks", "%v", err)
 			}
 			return listLocks(c, a, secret)
 		},
@@ -62,17 +62,17 @@ func locksCommand() *cli.Command {
 				Action: func(c *cli.Context) error {
 					key, err := oneKey(c)
 					if err != nil {
-						return cli.Exit("latch locks show: "+err.Error(), exitUsage)
+						return usageErr("locks show", "%v", err)
 					}
 					secret, a, err := signed(c)
 					if err != nil {
-						return cli.Exit("latch locks show: "+err.Error(), exitUsage)
+						return usageErr("locks show", "%v", err)
 					}
 					ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
 					defer cancel()
 					var lk admin.Lock
 					if err := a.Call(ctx, http.MethodGet, "/v1/locks/show?key="+url.QueryEscape(key), nil, secret, &lk); err != nil {
-						return cli.Exit("latch locks show: "+err.Error(), exitUnavailable)
+						return adminExit("locks show", err)
 					}
 					if c.Bool("json") {
 						return json.NewEncoder(c.App.Writer).Encode(lk)
@@ -97,14 +97,14 @@ func locksCommand() *cli.Command {
 				Action: func(c *cli.Context) error {
 					key, err := oneKey(c)
 					if err != nil {
-						return cli.Exit("latch locks release: "+err.Error(), exitUsage)
+						return usageErr("locks release", "%v", err)
 					}
 					if c.IsSet("token") && (c.Uint64("token") == 0 || c.Uint64("token") > wire.MaxToken) {
-						return cli.Exit(fmt.Sprintf("latch locks release: --token %d: tokens are 1..%d", c.Uint64("token"), uint64(wire.MaxToken)), exitUsage)
+						return usageErr("locks release", "--token %d: tokens are 1..%d", c.Uint64("token"), uint64(wire.MaxToken))
 					}
 					secret, a, err := signed(c)
 					if err != nil {
-						return cli.Exit("latch locks release: "+err.Error(), exitUsage)
+						return usageErr("locks release", "%v", err)
 					}
 					return forceRelease(c, a, secret, key, c.Uint64("token"))
 				},
@@ -151,7 +151,7 @@ func listLocks(c *cli.Context, a admin.Remote, secret []byte) error {
 		cancel()
 		if err != nil {
 			w.Flush()
-			return cli.Exit("latch locks: "+err.Error(), exitUnavailable)
+			return adminExit("locks", err)
 		}
 		for _, lk := range page.Locks {
 			if c.Bool("json") {
@@ -182,10 +182,10 @@ func forceRelease(c *cli.Context, a admin.Remote, secret []byte, key string, tok
 		return nil
 	case errors.As(err, &se) && se.Code == http.StatusConflict:
 		return cli.Exit("latch locks release: not released: "+se.Msg, exitNotHeld)
-	case errors.Is(err, context.DeadlineExceeded), outcomeUnknown(err):
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &se) && se.Code == admin.StatusOutcomeUnknown:
 		return cli.Exit("latch locks release: unknown whether it was released ("+err.Error()+"): check with latch locks show "+strconv.Quote(key), exitIndeterminate)
 	}
-	return cli.Exit("latch locks release: "+err.Error(), exitUnavailable)
+	return adminExit("locks release", err)
 }
 
 func leaseLeft(s float64) string {

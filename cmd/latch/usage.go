@@ -31,7 +31,7 @@ func withUsage(app *cli.App) *cli.App {
 		switch {
 		case len(cmd.Subcommands) > 0 && cmd.Action == nil:
 			cmd.Action = groupAction(full)
-		case cmd.ArgsUsage == "" && cmd.Before == nil:
+		case cmd.ArgsUsage == "" && cmd.Before == nil && len(cmd.Subcommands) == 0:
 			cmd.Before = func(c *cli.Context) error { return wantArgs(c, full, 0, "") }
 		}
 	})
