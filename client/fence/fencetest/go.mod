@@ -1,0 +1,26 @@
+module github.com/latchd/latch/client/fence/fencetest
+
+go 1.26.0
+
+// The fence package's tests against real databases (SQLite through a pure-Go driver,
+// PostgreSQL started by the tests) and real latch processes. The drivers live in this
+// module so that latch's own module, and every user of client and client/fence, never
+// links them.
+replace github.com/latchd/latch => ../../..
+
+require (
+	github.com/latchd/latch v0.0.0-00010101000000-000000000000
+	modernc.org/sqlite v1.62.0
+)
+
+require (
+	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/mattn/go-isatty v0.0.24 // indirect
+	github.com/ncruces/go-strftime v1.1.0 // indirect
+	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	modernc.org/libc v1.80.1 // indirect
+	modernc.org/mathutil v1.7.1 // indirect
+	modernc.org/memory v1.12.1 // indirect
+)
