@@ -13,6 +13,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	stopPostgres()
+	stopMariaDB()
 	removeLatch()
 	os.Exit(code)
 }
