@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // Dialect is the SQL database a Table speaks to: its placeholders and its atomic
@@ -113,10 +114,10 @@ func (t Table) Statements() (Statements, error) {
 	}
 	switch t.Dialect {
 	case PostgreSQL:
-		s.Check = "INSERT INTO " + name + " (resource, token) VALUES ($1, $2) ON CONFLICT (resource) DO UPDATE SET token = excluded.token WHERE " + name + ".token <= excluded.token"
+		s.Check = upsert(name, "$1, $2")
 		s.Mark = "SELECT token FROM " + name + " WHERE resource = $1"
 	case SQLite:
-		s.Check = "INSERT INTO " + name + " (resource, token) VALUES (?, ?) ON CONFLICT (resource) DO UPDATE SET token = excluded.token WHERE " + name + ".token <= excluded.token"
+		s.Check = upsert(name, "?, ?")
 	case MySQL:
 		// VARBINARY: MySQL's default collations would make "Jobs" and "jobs " one resource.
 		s.Create = "CREATE TABLE IF NOT EXISTS " + name + " (resource VARBINARY(255) PRIMARY KEY, token BIGINT NOT NULL)"
@@ -126,6 +127,13 @@ func (t Table) Statements() (Statements, error) {
 	}
 	s.Read = s.Mark
 	return s, nil
+}
+
+// upsert is the check of PostgreSQL and SQLite. Its WHERE names the table without its
+// schema, as both databases call the target of an INSERT.
+func upsert(name, params string) string {
+	ref := name[strings.LastIndexByte(name, '.')+1:]
+	return "INSERT INTO " + name + " (resource, token) VALUES (" + params + ") ON CONFLICT (resource) DO UPDATE SET token = excluded.token WHERE " + ref + ".token <= excluded.token"
 }
 
 // Create makes the fence table if it does not exist.

@@ -251,6 +251,34 @@ func testConcurrentWriters(t *testing.T, s *store) {
 	t.Logf("%d writes accepted, the others refused", n)
 }
 
+// A fence table with a schema-qualified name of its own works like the default one.
+func testNamedTable(t *testing.T, s *store) {
+	ctx := context.Background()
+	var name string
+	switch s.dialect {
+	case fence.PostgreSQL:
+		if _, err := s.db.Exec("CREATE SCHEMA app"); err != nil {
+			t.Fatal(err)
+		}
+		name = "app.fences"
+	case fence.SQLite:
+		name = "main.fences"
+	case fence.MySQL:
+		if err := s.db.QueryRow("SELECT DATABASE()").Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		name += ".fences"
+	}
+	s.fences = fence.Table{Dialect: s.dialect, Name: name}
+	if err := s.fences.Create(ctx, s.db); err != nil {
+		t.Fatal(err)
+	}
+	testStaleHolder(t, s)
+	if m, ok, err := (fence.Table{Dialect: s.dialect}).Mark(ctx, s.db, "reports"); ok || err != nil {
+		t.Fatalf("the default fence table has mark %d (%v) for reports, want none: the named table was not used", m, err)
+	}
+}
+
 // scenarios are the tests every database runs.
 var scenarios = []struct {
 	name string
@@ -260,4 +288,5 @@ var scenarios = []struct {
 	{"Rollback", testRollback},
 	{"BigTokens", testBigTokens},
 	{"ConcurrentWriters", testConcurrentWriters},
+	{"NamedTable", testNamedTable},
 }
