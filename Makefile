@@ -45,8 +45,9 @@ test:
 
 ## test-fence: client/fence/fencetest (its own go.mod, so the database drivers stay out of latch's
 ## module): package fence on SQLite (pure Go) and on a PostgreSQL server the tests start from
-## /usr/lib/postgresql/*/bin (skipped without it, a failure under CI=true), and two `latch run`
-## holders of one key racing with the first paused past its lease, on both databases.
+## /usr/lib/postgresql/*/bin (skipped without it, a failure under CI=true; MySQL likewise on
+## MariaDB where mariadb-server is installed), and two `latch run` holders of one key racing
+## with the first paused past its lease, on SQLite and PostgreSQL.
 test-fence:
 	cd client/fence/fencetest && $(GO) test -race -count=1 -timeout 10m ./...
 
