@@ -20,8 +20,9 @@ const DefaultLimit = 1 << 16
 // resources it forgot. A resource it does not remember accepts only tokens at or above the
 // floor. So forgetting never lets a stale write through; at worst it refuses the holder of
 // an old token on a forgotten resource (a *StaleError with Floor set). Since latch's tokens
-// grow across all keys, pick a limit above the number of resources written within one
-// lease, and that cannot happen.
+// grow across all keys, a floor above a holder's token comes from a resource written after
+// that holder's grant: pick a limit above the number of resources written within your
+// longest lease, and that cannot happen.
 //
 // The marks live in memory: a restarted process starts with empty marks and a floor of 0.
 // A resource that outlives its process must keep its mark next to its data instead (Table
