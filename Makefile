@@ -22,7 +22,7 @@ CHAOS_NODES    ?= 3 5
 
 IMAGE     ?= ghcr.io/latchd/latch
 
-.PHONY: build run cluster test test-short test-deploy chaos image bench microbench fuzz lint clean
+.PHONY: build run cluster test test-short test-deploy test-fence chaos image bench microbench fuzz lint clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/latch
@@ -64,9 +64,19 @@ cluster: build
 	echo "  $(BIN) acquire --servers $$h:$$b,$$h:$$((b+1)),$$h:$$((b+2)) --lease 30s demo"; \
 	echo "Ctrl-C stops them"; wait
 
-## test: every package with the race detector; cluster and process tests start their own servers.
+## test: every package with the race detector; cluster and process tests start their own servers;
+## then the fence module (test-fence).
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
+	$(MAKE) --no-print-directory test-fence
+
+## test-fence: client/fence/fencetest (its own go.mod, so the database drivers stay out of latch's
+## module): package fence on SQLite (pure Go) and on a PostgreSQL server the tests start from
+## /usr/lib/postgresql/*/bin (skipped without it, a failure under CI=true; MySQL likewise on
+## MariaDB where mariadb-server is installed), and two `latch run` holders of one key racing
+## with the first paused past its lease, on SQLite and PostgreSQL.
+test-fence:
+	cd client/fence/fencetest && $(GO) test -race -count=1 -timeout 10m ./...
 
 ## chaos: the fault-injection history test (TestClusterChaos; needs root and iproute2) for
 ## CHAOS_DURATION on a cluster of each size in CHAOS_NODES, in network namespaces: kill -9,
@@ -122,6 +132,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+	cd client/fence/fencetest && $(GO) vet ./... && $$($(GO) -C ../../.. tool -n staticcheck) ./...
 
 clean:
 	rm -rf bin
