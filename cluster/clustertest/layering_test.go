@@ -33,6 +33,7 @@ var layers = []layer{
 	// The client is what applications link: the protocol and the standard library, no server
 	// code and no third party.
 	{pkg: "client", only: []string{"wire"}, stdOnly: true},
+	{pkg: "client/fence", only: []string{}, stdOnly: true},
 	// raftnode is the replicated log under fsm; cluster/member wires it to cluster.
 	// cluster/outcome is the outcome vocabulary raftnode reports in (it maps outcomes to wire
 	// reasons, hence wire).
