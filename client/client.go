@@ -95,8 +95,8 @@ func (cl *Client) start() {
 
 // prepare makes the call for a request started at start with its own time bound, shortened by
 // ctx's deadline. It fails closed once the owner counter is exhausted.
-func (cl *Client) prepare(ctx context.Context, k kind, start time.Time, bound time.Duration) (*call, error) {
-	if cl.closed.Load() {
+func (cl *Client) prepare(ctx context.Context, k kind, start time.Time, bound time.Duration, internal bool) (*call, error) {
+	if cl.closed.Load() && !internal { // a compensating release may still go out while Close waits for it
 		return nil, ErrClosed
 	}
 	owner, ok := cl.owners.take()
@@ -136,7 +136,7 @@ func (cl *Client) Acquire(ctx context.Context, key string, minWorkBudget time.Du
 	if r.wait == 0 {
 		bound = ioTimeout
 	}
-	c, err := cl.prepare(ctx, kindAcquire, cl.clock.Now(), bound)
+	c, err := cl.prepare(ctx, kindAcquire, cl.clock.Now(), bound, false)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +214,7 @@ func (cl *Client) Release(ctx context.Context, key string, token uint64) error {
 }
 
 func (cl *Client) release(ctx context.Context, key string, token uint64, start time.Time, internal bool) error {
-	c, err := cl.prepare(ctx, kindRelease, start, ioTimeout)
+	c, err := cl.prepare(ctx, kindRelease, start, ioTimeout, internal)
 	if err != nil {
 		return err
 	}
@@ -245,7 +245,7 @@ func (cl *Client) release(ctx context.Context, key string, token uint64, start t
 // Ping checks that a server answers on one of the pool's connections, within IOTimeout (or
 // ctx's deadline, if sooner). It waits for a connection like any request.
 func (cl *Client) Ping(ctx context.Context) error {
-	c, err := cl.prepare(ctx, kindPing, cl.clock.Now(), ioTimeout)
+	c, err := cl.prepare(ctx, kindPing, cl.clock.Now(), ioTimeout, false)
 	if err != nil {
 		return err
 	}

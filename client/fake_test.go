@@ -732,3 +732,35 @@ func TestFakeHelloRefusedSaysConnectionLimit(t *testing.T) {
 	}
 	t.Logf("Acquire: %v", err)
 }
+
+// Close right after an acquire came back indeterminate (its grant is being released in the
+// background) still sends that release and waits for its answer: the key is not left held
+// for its lease because the caller closed the client at once.
+func TestFakeCloseSendsAPendingCompensation(t *testing.T) {
+	clk := newFakeClock()
+	fs := newFakeServer(t)
+	cl := fakeClient(t, clk, fs.addr)
+	ch := acquireAsync(cl, context.Background(), "late", 0, AcquireOptions{Wait: 2 * time.Second})
+	fc := fs.next(t)
+	a := fc.expect(t, wire.OpAcquire)
+	clk.Advance(2500 * time.Millisecond)
+	fc.send(t, granted(a.Owner, 77))
+	if r := wait(t, ch, bound); !errors.Is(r.err, ErrIndeterminate) {
+		t.Fatalf("late grant: %v, want ErrIndeterminate", r.err)
+	}
+	closed := make(chan struct{})
+	go func() { cl.Close(); close(closed) }()
+	rel := fc.expect(t, wire.OpRelease)
+	if rel.Token != 77 {
+		t.Fatalf("compensation %+v", rel)
+	}
+	fc.send(t, short(wire.OpRelease, rel.Owner))
+	select {
+	case <-closed:
+	case <-time.After(bound):
+		t.Fatal("Close did not return after the compensation was answered")
+	}
+	if st := cl.Stats(); st.CompensationsSucceeded != 1 || st.CompensationsFailed != 0 {
+		t.Fatalf("stats %+v: the compensation must have gone out and succeeded", st)
+	}
+}
