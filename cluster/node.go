@@ -183,13 +183,18 @@ func (n *Node) failWaiters(reason wire.Reason) {
 }
 
 // Stats is a consistent snapshot of the node's gauges.
+// Its JSON names (the "node" object of /v1/status) are snake_case like the rest of the
+// status document.
 type Stats struct {
-	Keys, Waiters, Pending int
-	LastToken              uint64
-	PendingGate, KeysGate  bool // closed?
-	WaitersGate            bool
-	Draining               bool
-	Leading                bool
+	Keys        int    `json:"keys"`
+	Waiters     int    `json:"waiters"`
+	Pending     int    `json:"pending"`
+	LastToken   uint64 `json:"last_token"`
+	PendingGate bool   `json:"pending_gate_closed"`
+	KeysGate    bool   `json:"keys_gate_closed"`
+	WaitersGate bool   `json:"waiters_gate_closed"`
+	Draining    bool   `json:"draining"`
+	Leading     bool   `json:"leading"`
 }
 
 // observeGates re-evaluates every gate against its gauge. The caller holds n.mu.
