@@ -242,9 +242,31 @@ func (n *Node) registerGauges() {
 		gauge("latch_waiters", "Acquires queued behind a holder.", func(s Stats) float64 { return float64(s.Waiters) }),
 		gauge("latch_pending_acquires", "Acquires received and not yet answered, waiters included.", func(s Stats) float64 { return float64(s.Pending) }),
 		gauge("latch_last_token", "The last fencing token issued (the token floor before any grant).", func(s Stats) float64 { return float64(s.LastToken) }),
-		gauge("latch_admission_pending_closed", "1 while the pending-acquires gate refuses acquires.", func(s Stats) float64 { return b(s.PendingGate) }),
-		gauge("latch_admission_keys_closed", "1 while the keys gate refuses acquires of new keys.", func(s Stats) float64 { return b(s.KeysGate) }),
-		gauge("latch_admission_waiters_closed", "1 while the waiters gate refuses acquires that would wait.", func(s Stats) float64 { return b(s.WaitersGate) }),
+		gateGauge{n},
 		gauge("latch_leading", "1 while this node decides requests (single mode: always).", func(s Stats) float64 { return b(s.Leading) }),
 	)
+}
+
+// gateGauge is latch_admission_gate_closed{gate}: 1 while the gate refuses acquires, from one
+// Stats snapshot per scrape.
+type gateGauge struct{ n *Node }
+
+var gateDesc = prometheus.NewDesc("latch_admission_gate_closed",
+	"1 while the admission gate refuses acquires with B: pending (any acquire), keys (acquires of new keys), waiters (acquires that would wait).",
+	[]string{"gate"}, nil)
+
+func (g gateGauge) Describe(ch chan<- *prometheus.Desc) { ch <- gateDesc }
+
+func (g gateGauge) Collect(ch chan<- prometheus.Metric) {
+	s := g.n.Stats()
+	for _, v := range []struct {
+		gate   string
+		closed bool
+	}{{"pending", s.PendingGate}, {"keys", s.KeysGate}, {"waiters", s.WaitersGate}} {
+		x := 0.0
+		if v.closed {
+			x = 1
+		}
+		ch <- prometheus.MustNewConstMetric(gateDesc, prometheus.GaugeValue, x, v.gate)
+	}
 }

@@ -106,6 +106,7 @@ func runServer(c *cli.Context) error {
 	}
 
 	metrics := cluster.NewMetrics()
+	metrics.SetBuildInfo(version)
 	nodeCfg := cluster.Config{
 		MaxPending: c.Int("max-pending"),
 		MaxKeys:    c.Int("max-keys"),
