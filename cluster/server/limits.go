@@ -55,11 +55,12 @@ func PlanDescriptors(limit uint64, want int, cluster bool) (Descriptors, error) 
 	avail := int(min(limit, 1<<30)) - d.Base
 	d.HTTP = min(maxHTTPCap, avail/4)
 	d.Refusing = min(maxRefusing, avail/8)
-	d.MaxConns = min(want, avail-d.HTTP-d.Refusing)
-	if d.MaxConns < minClients {
+	room := avail - d.HTTP - d.Refusing
+	d.MaxConns = min(want, room)
+	if room < min(want, minClients) {
 		return d, fmt.Errorf("the open-files limit (%d) leaves room for %d client connections, fewer than %d: raise it "+
-			"(ulimit -n, systemd LimitNOFILE, the container runtime's nofile) to at least %d", limit, max(d.MaxConns, 0), minClients,
-			d.Base+minClients+maxRefusing+maxHTTPCap)
+			"(ulimit -n, systemd LimitNOFILE, the container runtime's nofile) to at least %d", limit, max(room, 0), min(want, minClients),
+			d.Needed(min(want, minClients)))
 	}
 	return d, nil
 }
