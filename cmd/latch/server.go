@@ -50,7 +50,7 @@ func serverCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "token-floor", Usage: fmt.Sprintf("the first token is `N`+1 (0..%d)", wire.MaxToken), EnvVars: env("TOKEN_FLOOR")},
 			&cli.BoolFlag{Name: "pprof", Usage: "serve Go's profiler under /debug/pprof/ on --http", EnvVars: env("PPROF")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error", EnvVars: env("LOG_LEVEL")},
-			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json", EnvVars: env("LOG_FORMAT")},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json (one object per line; durations in seconds)", EnvVars: env("LOG_FORMAT")},
 		},
 		Action: runServer,
 	}
