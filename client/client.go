@@ -105,7 +105,7 @@ func (cl *Client) prepare(ctx context.Context, k kind, start time.Time, bound ti
 	}
 	if err := ctx.Err(); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("%w (guaranteed unsent: the context's deadline had passed): %w", ErrTimeout, err)
+			return nil, fmt.Errorf("%w: not acquired (guaranteed unsent: the context's deadline had passed): %w", ErrTimeout, err)
 		}
 		return nil, fmt.Errorf("%w: %w", ErrCanceled, context.Cause(ctx))
 	}
@@ -179,7 +179,7 @@ func (cl *Client) acquired(c *call, r request) (*Ticket, error) {
 		}
 		return cl.newTicket(r.key, res.Token, end), nil
 	case wire.OpTimeout:
-		return nil, fmt.Errorf("%w (the server answered T: the lock stayed held)", ErrTimeout)
+		return nil, fmt.Errorf("%w: not acquired: the server answered T, the lock stayed held for the whole wait; retry later or wait longer", ErrTimeout)
 	case wire.OpBusy:
 		return nil, ErrBusy
 	}

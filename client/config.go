@@ -99,7 +99,7 @@ const writeStallTimeout = 5 * time.Second
 // that cannot work.
 func (cfg Config) withDefaults() (Config, error) {
 	if len(cfg.Servers) == 0 {
-		return cfg, errors.New("latch client: no servers; set Config.Servers to host:port addresses of latch nodes")
+		return cfg, errors.New("latch client: no servers; pass --servers host:port,... (in Go: Config.Servers) naming latch nodes")
 	}
 	cfg.Servers = append([]string(nil), cfg.Servers...)
 	for _, s := range cfg.Servers {
@@ -108,7 +108,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		}
 	}
 	if cfg.Secret != nil && cfg.SecretFile != "" {
-		return cfg, errors.New("latch client: set Secret or SecretFile, not both")
+		return cfg, errors.New("latch client: both a secret and a secret file are set; use one (in Go: Config.Secret or Config.SecretFile)")
 	}
 	if cfg.SecretFile != "" {
 		data, err := os.ReadFile(cfg.SecretFile)

@@ -16,7 +16,8 @@ var (
 	// when the wait ran out), or the request was still in the local queue at the deadline
 	// and was never sent. When no server could take it at all, the error is ErrUnavailable
 	// too: test that first to tell "latch is down" from "the lock is held".
-	ErrTimeout = errors.New("latch: not acquired (definite): the lock stayed held for the whole wait, or no connection could send the request in time; retry later or wait longer")
+	// Its text is the same for every call; the wrapping error says what was not done.
+	ErrTimeout = errors.New("latch: timed out (definite: not applied)")
 	// ErrBusy: definitely not acquired. The server's admission refused the acquire (B).
 	ErrBusy = errors.New("latch: not acquired (definite): the server is at its admission limit (busy); back off and retry")
 	// ErrIndeterminate: the call may or may not have taken effect. For an acquire the lock
@@ -24,7 +25,11 @@ var (
 	ErrIndeterminate = errors.New("latch: outcome unknown: the request may or may not have been applied; do not assume you hold the lock, and do not assume it is free before its lease could have ended")
 	// ErrNotHeld: the release found nothing to release (N): the lock had already expired,
 	// was released before, or the token is not the current holder's.
-	ErrNotHeld = errors.New("latch: not held: the lock had already expired or been released, or the token is not the current one; work done under this token may have overlapped another holder")
+	// Ticket.Release says when the ticket's own lease had ended before it (ErrLeaseEnded).
+	ErrNotHeld = errors.New("latch: not held: this token does not hold the lock (its lease ended, it was released already, or it is not the current token); if your work ran past the lease, another holder may have had the lock meanwhile")
+	// ErrAlreadyReleased: Ticket.Release was called again after an earlier call released
+	// the lock (or found it not held). Nothing was sent.
+	ErrAlreadyReleased = errors.New("latch: this ticket was already released (nothing sent)")
 	// ErrUnsupportedDuration: a duration was outside its range after rounding up to whole
 	// seconds. Nothing was sent.
 	ErrUnsupportedDuration = errors.New("latch: unsupported duration (nothing sent): wait must be 0..255 s, lease 1..3600 s, min work budget 0..250 s, after rounding up to whole seconds")
@@ -52,7 +57,7 @@ var (
 	// closed forever: nothing is sent any more. Create a new Client.
 	ErrOwnerExhausted = errors.New("latch: owner counter exhausted; this client fails closed and sends nothing more; create a new Client")
 	// ErrQueueFull: the local queue of unsent requests is full. Nothing was sent.
-	ErrQueueFull = errors.New("latch: local request queue is full (nothing sent); too many requests wait for a connection; back off or raise Config.QueueSize")
+	ErrQueueFull = errors.New("latch: local request queue is full (nothing sent); too many requests wait for a connection; back off, or raise the queue size (in Go: Config.QueueSize)")
 	// ErrCanceled: the caller's context was canceled while the request was still unsent.
 	// Nothing was sent, so nothing was acquired or released. It also wraps ctx.Err().
 	ErrCanceled = errors.New("latch: canceled before the request was sent (nothing sent)")

@@ -354,9 +354,9 @@ func (cl *Client) unsentErr(c *call) error {
 	}
 	switch {
 	case c.kind == kindAcquire && c.ctxBound:
-		return fmt.Errorf("%w (guaranteed unsent: %s): %w", ErrTimeout, why, context.DeadlineExceeded)
+		return fmt.Errorf("%w: not acquired (guaranteed unsent: %s); retry later: %w", ErrTimeout, why, context.DeadlineExceeded)
 	case c.kind == kindAcquire:
-		return fmt.Errorf("%w (guaranteed unsent: %s)", ErrTimeout, why)
+		return fmt.Errorf("%w: not acquired (guaranteed unsent: %s); retry later", ErrTimeout, why)
 	case c.kind == kindRelease:
 		return fmt.Errorf("%w: release not sent (guaranteed unsent: %s); the lock, if still held, ends with its lease", ErrTimeout, why)
 	}

@@ -139,7 +139,7 @@ func TestConfigValidation(t *testing.T) {
 		{"no servers", Config{}, "no servers"},
 		{"not host:port", Config{Servers: []string{"localhost"}}, "host:port"},
 		{"short secret", Config{Servers: []string{"a:1"}, Secret: []byte("short")}, "shorter than 32"},
-		{"both secrets", Config{Servers: []string{"a:1"}, Secret: secretOne, SecretFile: "x"}, "not both"},
+		{"both secrets", Config{Servers: []string{"a:1"}, Secret: secretOne, SecretFile: "x"}, "use one"},
 		{"missing secret file", Config{Servers: []string{"a:1"}, SecretFile: dir + "/none"}, "secret file"},
 		{"negative conns", Config{Servers: []string{"a:1"}, Conns: -1}, "Conns"},
 		{"negative dial timeout", Config{Servers: []string{"a:1"}, DialTimeout: -1}, "DialTimeout"},

@@ -281,7 +281,7 @@ func (cl *Client) handshake(nc net.Conn, addr string) (*frameReader, error) {
 	case secret != nil && !auth:
 		return nil, fmt.Errorf("%w: %s does not ask for auth but this client has a secret; refusing it (no downgrade): is it the right server, started with --secret-file?", ErrAuth, addr)
 	case secret == nil && auth:
-		return nil, fmt.Errorf("%w: %s requires a secret; set Config.Secret or SecretFile", ErrAuth, addr)
+		return nil, fmt.Errorf("%w: %s requires a secret; pass --secret-file FILE (in Go: Config.SecretFile or Config.Secret)", ErrAuth, addr)
 	case !auth:
 		return fr, nil
 	}

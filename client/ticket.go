@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -26,6 +27,7 @@ type Ticket struct {
 	cancel   context.CancelCauseFunc
 	stop     func() bool
 	released bool
+	settled  bool // a Release released the lock or found it not held: later ones send nothing
 }
 
 // errLeaseOver is the cancellation cause of a ticket's context at its deadline.
@@ -55,11 +57,26 @@ func (t *Ticket) Context() context.Context {
 }
 
 // Release releases this ticket's lock (Client.Release with its key and token) and cancels
-// its context, whatever the outcome.
+// its context, whatever the outcome. Once a call has released the lock or found it not
+// held, later calls send nothing and return ErrAlreadyReleased; after any other error
+// (unavailable, indeterminate) a later call tries again. ErrNotHeld after the ticket's
+// Deadline is ErrLeaseEnded too: the lease had run out before the release.
 func (t *Ticket) Release(ctx context.Context) error {
+	t.mu.Lock()
+	settled := t.settled
+	t.mu.Unlock()
+	if settled {
+		return ErrAlreadyReleased
+	}
 	err := t.cl.Release(ctx, t.Key, t.Token)
+	if errors.Is(err, ErrNotHeld) {
+		if now := t.cl.clock.Now(); !now.Before(t.Deadline) {
+			err = &leaseEndedError{over: now.Sub(t.Deadline), err: err}
+		}
+	}
 	t.mu.Lock()
 	t.released = true
+	t.settled = t.settled || err == nil || errors.Is(err, ErrNotHeld)
 	if t.ctx != nil {
 		if t.stop != nil {
 			t.stop()
@@ -69,6 +86,23 @@ func (t *Ticket) Release(ctx context.Context) error {
 	t.mu.Unlock()
 	return err
 }
+
+// ErrLeaseEnded: a Ticket's release found the lock not held after the ticket's own
+// Deadline: the lease had ended, and the lock was free (or another's) before the release.
+// It comes with ErrNotHeld.
+var ErrLeaseEnded = errors.New("latch: the lease had ended before the release: the lock expired at the ticket's deadline")
+
+type leaseEndedError struct {
+	over time.Duration
+	err  error
+}
+
+func (e *leaseEndedError) Error() string {
+	return fmt.Sprintf("latch: not held: the lease had ended %v before the release (at the ticket's deadline): the lock expired, "+
+		"and work done after the deadline was not protected by it; release before the deadline, or ask for a longer lease", e.over.Round(time.Millisecond))
+}
+
+func (e *leaseEndedError) Unwrap() []error { return []error{ErrLeaseEnded, e.err} }
 
 // Remaining is the time left until Deadline on the client's clock, never negative.
 func (t *Ticket) Remaining() time.Duration {

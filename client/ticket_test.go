@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -36,5 +37,49 @@ func TestTicketContextTakenBeforeRelease(t *testing.T) {
 	}
 	if !errors.Is(work.Err(), context.Canceled) {
 		t.Fatalf("Err() = %v, want Canceled", work.Err())
+	}
+}
+
+// A second Release of a ticket sends nothing: it returns ErrAlreadyReleased even with the
+// client closed (a call would be ErrClosed).
+func TestTicketReleaseIdempotent(t *testing.T) {
+	rs := startReal(t, nil)
+	cl := newTestClient(t, Config{Servers: []string{rs.addr}})
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	tk, err := cl.Acquire(ctx, "twice", 0, AcquireOptions{Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	if err := tk.Release(ctx); !errors.Is(err, ErrAlreadyReleased) || errors.Is(err, ErrNotHeld) {
+		t.Fatalf("second Release: %v, want ErrAlreadyReleased", err)
+	}
+}
+
+// A release after the ticket's deadline that finds the lock not held says that the lease
+// had ended (ErrLeaseEnded, with ErrNotHeld), not that work may have overlapped.
+func TestTicketReleaseAfterDeadlineSaysLeaseEnded(t *testing.T) {
+	rs := startReal(t, nil)
+	cl := newTestClient(t, Config{Servers: []string{rs.addr}})
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	tk, err := cl.Acquire(ctx, "late", 0, AcquireOptions{Lease: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(tk.Deadline) + 1500*time.Millisecond) // past the server's lease too
+	err = tk.Release(ctx)
+	if !errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrLeaseEnded) {
+		t.Fatalf("Release after the deadline: %v, want ErrNotHeld and ErrLeaseEnded", err)
+	}
+	if !strings.Contains(err.Error(), "the lease had ended") {
+		t.Fatalf("message %q does not say the lease had ended", err)
+	}
+	if err := tk.Release(ctx); !errors.Is(err, ErrAlreadyReleased) {
+		t.Fatalf("second Release: %v, want ErrAlreadyReleased", err)
 	}
 }

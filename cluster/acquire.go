@@ -85,7 +85,7 @@ func (n *Node) enqueue(key string, op acqOp, now int64, logSaid bool) {
 			op.c.out.Reply(t)
 			return
 		}
-		n.fromView(op.c, t, n.m.acqTimeout, "", 0)
+		n.fromView(op.c, t, n.m.acqTimeout, "", 0, 0)
 		return
 	}
 	if !n.gates[gateWaiters].Admit(n.waiters) {

@@ -1,6 +1,10 @@
 package cluster
 
 import (
+	"runtime"
+	"runtime/debug"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -17,14 +21,25 @@ type Metrics struct {
 	relReleased, relNotHeld                                        prometheus.Counter
 	busyPending, busyKeys, busyWaiters                             prometheus.Counter
 	expired, waitCancelled                                         prometheus.Counter
-	frameErrors                                                    *prometheus.CounterVec
-	frameErr                                                       map[wire.Reason]prometheus.Counter
-	grantLatency                                                   prometheus.Histogram
+	errs                                                           map[wire.Reason]prometheus.Counter
+	grantLatency, releaseLatency                                   prometheus.Histogram
 
 	// Connections is the number of open client connections.
 	Connections prometheus.Gauge
-	// ConnsRefused counts connections closed at accept because of the connection limit.
+	// ConnsRefused counts client connections answered E unavailable and closed at accept:
+	// over the connection limit, evicted from the handshake to make room, or accepted on the
+	// spare descriptor when the process had run out of them.
 	ConnsRefused prometheus.Counter
+}
+
+// refusals are the E reasons that refuse a well-formed request (the server's state, not the
+// client's frame, decided them): they count in latch_requests_refused_total, every other
+// reason in latch_frame_errors_total.
+var refusals = map[wire.Reason]bool{
+	wire.ReasonUnavailable:    true,
+	wire.ReasonIndeterminate:  true,
+	wire.ReasonTokenExhausted: true,
+	wire.ReasonInternal:       true,
 }
 
 // NewMetrics creates the collectors in a fresh registry, with Go runtime and process
@@ -46,7 +61,11 @@ func NewMetrics() *Metrics {
 	}, []string{"gate"})
 	fe := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "latch_frame_errors_total",
-		Help: "E responses sent for a request, by reason.",
+		Help: "E responses to a frame the client got wrong (malformed, bad key, owner or range, handshake), by reason.",
+	}, []string{"reason"})
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "latch_requests_refused_total",
+		Help: "E responses refusing a well-formed request (unavailable, indeterminate, token_exhausted, internal), by reason.",
 	}, []string{"reason"})
 	m := &Metrics{
 		Registry:       reg,
@@ -68,12 +87,16 @@ func NewMetrics() *Metrics {
 			Name: "latch_waiters_cancelled_total",
 			Help: "Waiters dropped because their connection closed before they were granted.",
 		}),
-		frameErrors: fe,
-		frameErr:    make(map[wire.Reason]prometheus.Counter, len(wire.Reasons)),
+		errs: make(map[wire.Reason]prometheus.Counter, len(wire.Reasons)),
 		grantLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "latch_grant_latency_seconds",
 			Help:    "Time from reading an acquire frame to granting it, waiting included.",
 			Buckets: prometheus.ExponentialBuckets(0.00001, 4, 12), // 10us .. ~42s
+		}),
+		releaseLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "latch_release_latency_seconds",
+			Help:    "Time from the node taking a release to its answer (R or N), the Raft commit included in cluster mode.",
+			Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10), // 10us .. ~2.6s
 		}),
 		Connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "latch_connections",
@@ -81,19 +104,60 @@ func NewMetrics() *Metrics {
 		}),
 		ConnsRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "latch_connections_refused_total",
-			Help: "Connections closed at accept because the connection limit was reached.",
+			Help: "Client connections answered E unavailable and closed at accept: connection limit reached, or no file descriptor left.",
 		}),
 	}
 	for _, r := range wire.Reasons {
-		m.frameErr[r] = fe.WithLabelValues(string(r))
+		if refusals[r] {
+			m.errs[r] = refused.WithLabelValues(string(r))
+		} else {
+			m.errs[r] = fe.WithLabelValues(string(r))
+		}
 	}
-	reg.MustRegister(acq, rel, busy, fe, m.expired, m.waitCancelled, m.grantLatency, m.Connections, m.ConnsRefused)
+	reg.MustRegister(acq, rel, busy, fe, refused, m.expired, m.waitCancelled, m.grantLatency, m.releaseLatency,
+		m.Connections, m.ConnsRefused)
 	return m
 }
 
-// FrameError counts one E response with reason r.
+// FrameError counts one E response with reason r: a refusal of a well-formed request in
+// latch_requests_refused_total, anything else in latch_frame_errors_total.
 func (m *Metrics) FrameError(r wire.Reason) {
-	if c, ok := m.frameErr[r]; ok {
+	if c, ok := m.errs[r]; ok {
 		c.Inc()
 	}
+}
+
+// released records the latency of one answered release.
+func (m *Metrics) released(d time.Duration) { m.releaseLatency.Observe(d.Seconds()) }
+
+// SetBuildInfo registers latch_build_info{version,revision,goversion} 1: version as given
+// (the binary's), revision the VCS commit Go stamped into the binary ("unknown" without one).
+func (m *Metrics) SetBuildInfo(version string) {
+	revision := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && s.Value != "" {
+				revision = s.Value
+			}
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "latch_build_info",
+		Help:        "Always 1; its labels name the running build.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()},
+	})
+	g.Set(1)
+	m.Registry.MustRegister(g)
+}
+
+// RegisterCommitLatency registers and returns the histogram of Raft commit latency, once
+// (cluster mode: raftnode.Config.CommitLatency observes into it).
+func (m *Metrics) RegisterCommitLatency() prometheus.Observer {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "latch_raft_commit_latency_seconds",
+		Help:    "Time from proposing a Raft log entry (a batch of commands) to its commit and result on this leader.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12), // 100us .. ~2.4s
+	})
+	m.Registry.MustRegister(h)
+	return h
 }

@@ -192,13 +192,18 @@ func (n *Node) failWaiters(reason wire.Reason) {
 }
 
 // Stats is a consistent snapshot of the node's gauges.
+// Its JSON names (the "node" object of /v1/status) are snake_case like the rest of the
+// status document.
 type Stats struct {
-	Keys, Waiters, Pending int
-	LastToken              uint64
-	PendingGate, KeysGate  bool // closed?
-	WaitersGate            bool
-	Draining               bool
-	Leading                bool
+	Keys        int    `json:"keys"`
+	Waiters     int    `json:"waiters"`
+	Pending     int    `json:"pending"`
+	LastToken   uint64 `json:"last_token"`
+	PendingGate bool   `json:"pending_gate_closed"`
+	KeysGate    bool   `json:"keys_gate_closed"`
+	WaitersGate bool   `json:"waiters_gate_closed"`
+	Draining    bool   `json:"draining"`
+	Leading     bool   `json:"leading"`
 }
 
 // observeGates re-evaluates every gate against its gauge. The caller holds n.mu.
@@ -246,9 +251,31 @@ func (n *Node) registerGauges() {
 		gauge("latch_waiters", "Acquires queued behind a holder.", func(s Stats) float64 { return float64(s.Waiters) }),
 		gauge("latch_pending_acquires", "Acquires received and not yet answered, waiters included.", func(s Stats) float64 { return float64(s.Pending) }),
 		gauge("latch_last_token", "The last fencing token issued (the token floor before any grant).", func(s Stats) float64 { return float64(s.LastToken) }),
-		gauge("latch_admission_pending_closed", "1 while the pending-acquires gate refuses acquires.", func(s Stats) float64 { return b(s.PendingGate) }),
-		gauge("latch_admission_keys_closed", "1 while the keys gate refuses acquires of new keys.", func(s Stats) float64 { return b(s.KeysGate) }),
-		gauge("latch_admission_waiters_closed", "1 while the waiters gate refuses acquires that would wait.", func(s Stats) float64 { return b(s.WaitersGate) }),
+		gateGauge{n},
 		gauge("latch_leading", "1 while this node decides requests (single mode: always).", func(s Stats) float64 { return b(s.Leading) }),
 	)
+}
+
+// gateGauge is latch_admission_gate_closed{gate}: 1 while the gate refuses acquires, from one
+// Stats snapshot per scrape.
+type gateGauge struct{ n *Node }
+
+var gateDesc = prometheus.NewDesc("latch_admission_gate_closed",
+	"1 while the admission gate refuses acquires with B: pending (any acquire), keys (acquires of new keys), waiters (acquires that would wait).",
+	[]string{"gate"}, nil)
+
+func (g gateGauge) Describe(ch chan<- *prometheus.Desc) { ch <- gateDesc }
+
+func (g gateGauge) Collect(ch chan<- prometheus.Metric) {
+	s := g.n.Stats()
+	for _, v := range []struct {
+		gate   string
+		closed bool
+	}{{"pending", s.PendingGate}, {"keys", s.KeysGate}, {"waiters", s.WaitersGate}} {
+		x := 0.0
+		if v.closed {
+			x = 1
+		}
+		ch <- prometheus.MustNewConstMetric(gateDesc, prometheus.GaugeValue, x, v.gate)
+	}
 }

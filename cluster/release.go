@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/latchd/latch/cluster/outcome"
@@ -14,6 +16,7 @@ type relOp struct {
 	owner uint64
 	token fsm.Token
 	epoch uint64
+	at    int64 // when the node took it (node clock), for the release latency; 0: not a client's
 	// done, if set, gets the result instead of a connection (an operator's ForceRelease).
 	done func(fsm.Result, error)
 }
@@ -39,10 +42,10 @@ func (n *Node) Release(c *Session, owner uint64, key []byte, token uint64) {
 	if !ok || h.Token() != token {
 		// The view knows every grant of its epoch a client can hold a token of (a grant is
 		// held in the view before its A is sent): N, once the node is sure it still leads.
-		n.fromView(c, wire.Response{Op: wire.OpNotHeld, Owner: owner}, n.m.relNotHeld, n.auditKey(key), token)
+		n.fromView(c, wire.Response{Op: wire.OpNotHeld, Owner: owner}, n.m.relNotHeld, n.auditKey(key), token, now)
 		return
 	}
-	n.endHold(h.Key, key, relOp{c: c, owner: owner, token: fsm.Token(token), epoch: n.epoch}, now)
+	n.endHold(h.Key, key, relOp{c: c, owner: owner, token: fsm.Token(token), epoch: n.epoch, at: now}, now)
 }
 
 // endHold releases name's current holder (op.token) and lines up the next waiter's grant
@@ -66,6 +69,9 @@ func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64
 	var resp wire.Response
 	h, ok := n.view.held.Get(key)
 	mine := ok && op.epoch == n.epoch && tokenOf(h) == op.token
+	if op.at != 0 && err == nil {
+		n.m.released(time.Duration(now - op.at))
+	}
 	if op.done != nil {
 		op.done(r, err)
 	}
@@ -113,12 +119,15 @@ func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64
 // heartbeat round, no log entry), and the node is still in the epoch it read in; otherwise
 // the client gets E unavailable, which is true (nothing was changed for it) and which it may
 // retry with the new leader. A leader paused past a lease and resumed therefore never
-// answers from the view it had before it was deposed. See doc.go.
-//
-// A release's N is audited (released is the key, "" when not auditing or not a release).
-func (n *Node) fromView(c *Session, resp wire.Response, sent prometheus.Counter, released string, token uint64) {
+// answers from the view it had before it was deposed. See doc.go. A release's N observes the
+// release latency from at (node clock), and is audited (released is the key, "" when not
+// auditing or not a release).
+func (n *Node) fromView(c *Session, resp wire.Response, sent prometheus.Counter, released string, token uint64, at int64) {
 	if _, local := n.ap.(*localApplier); local {
 		sent.Inc()
+		if resp.Op == wire.OpNotHeld {
+			n.m.released(0)
+		}
 		if released != "" {
 			n.audit.release("release", []byte(released), fsm.Token(token), "not_held", c.origin())
 		}
@@ -126,7 +135,7 @@ func (n *Node) fromView(c *Session, resp wire.Response, sent prometheus.Counter,
 		return
 	}
 	epoch := n.epoch
-	n.ap.confirm(func(err error, _ int64) {
+	n.ap.confirm(func(err error, now int64) {
 		if err == nil && (!n.leading || n.epoch != epoch) {
 			err = errEpochChanged
 		}
@@ -139,6 +148,9 @@ func (n *Node) fromView(c *Session, resp wire.Response, sent prometheus.Counter,
 			resp = wire.Response{Op: wire.OpError, Owner: resp.Owner, Reason: wire.ReasonUnavailable}
 		} else {
 			sent.Inc()
+			if resp.Op == wire.OpNotHeld {
+				n.m.released(time.Duration(now - at))
+			}
 		}
 		if released != "" {
 			n.audit.release("release", []byte(released), fsm.Token(token), auditResult(resp), c.origin())

@@ -107,5 +107,5 @@ func (n *Node) waitTimedOut(w *waiter) {
 		n.m.acqTimeout.Inc() // nobody to tell, nothing to confirm
 		return
 	}
-	n.fromView(w.c, wire.Response{Op: wire.OpTimeout, Owner: w.owner}, n.m.acqTimeout, "", 0)
+	n.fromView(w.c, wire.Response{Op: wire.OpTimeout, Owner: w.owner}, n.m.acqTimeout, "", 0, 0)
 }

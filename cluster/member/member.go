@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -121,6 +122,8 @@ func (m *Member) openRaft(stream *peer.StreamLayer, dir string, adapter *raftAda
 	rcfg := m.cfg.Raft
 	rcfg.DataDir, rcfg.Advertise, rcfg.Stream = dir, m.adv, stream
 	rcfg.TokenFloor, rcfg.Logger = m.cfg.Node.TokenFloor, m.log
+	commits := m.cfg.Node.Metrics.RegisterCommitLatency()
+	rcfg.CommitLatency = func(d time.Duration) { commits.Observe(d.Seconds()) }
 	rcfg.InitialCluster = nil
 	if bootstrap {
 		rcfg.InitialCluster = m.cfg.Raft.InitialCluster

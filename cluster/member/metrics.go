@@ -18,19 +18,30 @@ func registerRaftMetrics(reg prometheus.Registerer, r *raftnode.Node) {
 		g("latch_raft_term", "The current raft term (rises with every election).", func(p raftnode.Progress) float64 { return float64(p.Term) }),
 		g("latch_raft_commit_index", "The highest raft log index this node knows is committed.", func(p raftnode.Progress) float64 { return float64(p.CommitIndex) }),
 		g("latch_raft_applied_index", "The highest raft log index this node has applied to its lock table.", func(p raftnode.Progress) float64 { return float64(p.AppliedIndex) }),
-		g("latch_raft_last_contact_seconds", "Seconds since this follower last heard from a leader (0 on the leader; -1 if it never has).",
-			func(p raftnode.Progress) float64 {
-				switch {
-				case p.Leading:
-					return 0
-				case p.LastContact.IsZero():
-					return -1
-				}
-				return time.Since(p.LastContact).Seconds()
-			}),
+		lastContact{r},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "latch_raft_voters", Help: "Voters in the latest cluster configuration."},
 			func() float64 { return float64(r.Voters()) }),
 	)
+}
+
+// lastContact is latch_raft_last_contact_seconds: 0 on the leader, the time since the last
+// contact with a leader on a follower, and absent (no sample at all, never a sentinel) on a
+// node that has never heard from one.
+type lastContact struct{ r *raftnode.Node }
+
+var lastContactDesc = prometheus.NewDesc("latch_raft_last_contact_seconds",
+	"Seconds since this follower last heard from a leader (0 on the leader; absent on a node that never has).", nil, nil)
+
+func (l lastContact) Describe(ch chan<- *prometheus.Desc) { ch <- lastContactDesc }
+
+func (l lastContact) Collect(ch chan<- prometheus.Metric) {
+	p := l.r.Progress()
+	switch {
+	case p.Leading:
+		ch <- prometheus.MustNewConstMetric(lastContactDesc, prometheus.GaugeValue, 0)
+	case !p.LastContact.IsZero():
+		ch <- prometheus.MustNewConstMetric(lastContactDesc, prometheus.GaugeValue, time.Since(p.LastContact).Seconds())
+	}
 }
 
 // registerForwardMetrics adds the follower-to-leader forwarding gauges to reg.

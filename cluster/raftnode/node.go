@@ -165,7 +165,14 @@ func Open(cfg Config) (*Node, error) {
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.Logger = base.Named("raft")
+	plog := newPeerLog(base.Named("raft")) // peer-down lines once per change, not per heartbeat
+	plog.st.addrOf = func(id string) string {
+		if set := n.members.set.Load(); set != nil {
+			return (*set)[id]
+		}
+		return ""
+	}
+	rc.Logger = plog
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
@@ -219,6 +226,7 @@ func Open(cfg Config) (*Node, error) {
 	n.filter.start()
 
 	go n.monitor()
+	go n.watchPeers(plog.st, n.stopMonitor)
 	if cfg.OnLeaderChange != nil {
 		go n.watchLeader(n.stopMonitor, n.watchDone)
 	} else {

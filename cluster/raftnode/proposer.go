@@ -254,10 +254,11 @@ func (n *Node) propose() {
 			if testHookBeforeApply != nil {
 				testHookBeforeApply()
 			}
+			start := time.Now()
 			f := n.raft.Apply(data, n.cfg.ApplyTimeout)
-			e.deadline = time.Now().Add(n.cfg.ApplyTimeout)
+			e.deadline = start.Add(n.cfg.ApplyTimeout)
 			e.done = make(chan struct{})
-			go e.wait(f)
+			go e.wait(f, start, n.cfg.CommitLatency)
 			n.entries.Add(1)
 			n.commands.Add(uint64(len(props)))
 		}
@@ -288,11 +289,15 @@ func packLen(q []proposal, max int) int {
 // unanswered forever after a shutdown (hashicorp/raft issue 498), so the dispatcher waits
 // on done with a deadline instead of calling Error itself. A goroutine whose future never
 // resolves stays blocked; there are at most MaxInFlight of them, and only after Shutdown.
-func (e *entry) wait(f raft.ApplyFuture) {
+// A successful entry's commit latency goes to observe (nil: not recorded).
+func (e *entry) wait(f raft.ApplyFuture, start time.Time, observe func(time.Duration)) {
 	e.err = f.Error()
 	e.index = f.Index()
 	if e.err == nil {
 		e.resp = f.Response()
+		if observe != nil {
+			observe(time.Since(start))
+		}
 	}
 	close(e.done)
 }

@@ -25,6 +25,11 @@ type Config struct {
 	// which is answered E unavailable and closed; only when none can make room is the
 	// newcomer refused. Zero: a quarter of MaxConns, at least 1.
 	MaxHandshakes int
+	// MaxRefusing is the most connections over the limit that are being answered
+	// E unavailable at once (each lingers until its client has read the answer, up to a
+	// second); the accept loop waits for one to end beyond it, so that a flood cannot take
+	// more descriptors than MaxConns+MaxRefusing. Zero: 32.
+	MaxRefusing int
 	// Logger receives one line per event. Nil: no logging.
 	Logger hclog.Logger
 	// Metrics records connections and frame errors. Nil: the node's own are not shared.
@@ -42,10 +47,21 @@ func (c Config) Validate() error {
 	if c.MaxConns < 1 {
 		return fmt.Errorf("max connections %d: set --max-conns to at least 1", c.MaxConns)
 	}
+	if c.MaxRefusing < 0 {
+		return fmt.Errorf("max refusing %d: set it to at least 1, or 0 for %d", c.MaxRefusing, maxRefusing)
+	}
 	if c.MaxHandshakes < 0 || c.MaxHandshakes > c.MaxConns {
 		return fmt.Errorf("max handshakes %d: set it between 1 and --max-conns (%d), or 0 for a quarter of --max-conns", c.MaxHandshakes, c.MaxConns)
 	}
 	return nil
+}
+
+// maxRefusing is MaxRefusing or its default.
+func (c Config) maxRefusing() int {
+	if c.MaxRefusing > 0 {
+		return c.MaxRefusing
+	}
+	return maxRefusing
 }
 
 // maxHandshakes is MaxHandshakes or its default.

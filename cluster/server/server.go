@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"runtime"
 	"sync"
@@ -31,6 +32,8 @@ type Server struct {
 	active   atomic.Int64 // client sessions, handshaking ones included
 	hs       handshakes   // client sessions that have not finished the handshake
 	limitLog ratelog.PerSecond
+	fdLog    ratelog.PerSecond
+	refusing chan struct{} // a slot per connection being refused (Config.MaxRefusing)
 }
 
 // New returns a server for node. Serve starts it.
@@ -47,7 +50,8 @@ func New(cfg Config, node *cluster.Node) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = cluster.NewMetrics()
 	}
-	return &Server{cfg: cfg, node: node, log: cfg.Logger, m: cfg.Metrics, sessions: map[*session]struct{}{}}, nil
+	return &Server{cfg: cfg, node: node, log: cfg.Logger, m: cfg.Metrics, sessions: map[*session]struct{}{},
+		refusing: make(chan struct{}, cfg.maxRefusing())}, nil
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.
@@ -63,6 +67,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.ln = ln
 	s.mu.Unlock()
+	var sp spare
+	defer sp.release()
+	sp.open()
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -71,17 +78,73 @@ func (s *Server) Serve(ln net.Listener) error {
 				return ErrServerClosed
 			}
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
+			fds := outOfDescriptors(err)
+			if fds && s.refuseOnSpare(ln, &sp, err) {
+				continue
+			}
+			if errors.As(err, &ne) && ne.Timeout() || fds {
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed; retrying", "error", err, "backoff", backoff)
+				if n, ok := s.fdLog.Allow(); ok {
+					s.log.Warn("accept failed; retrying", "error", err, "backoff", backoff, "suppressed", n)
+				}
 				time.Sleep(backoff)
 				continue
 			}
 			return err
 		}
 		backoff = 0
-		s.admit(nc)
+		if sp.open() {
+			s.admit(nc)
+			continue
+		}
+		// No spare descriptor (it could not be taken back yet): this connection is the one
+		// the process has, and refusing it frees one.
+		s.refuseFor(nc, "no file descriptor left for the spare", nil)
 	}
+}
+
+// refuseOnSpare handles an accept that failed for want of descriptors (first): it lets the
+// spare descriptor go and accepts on it (the kernel takes a descriptor before it looks for a
+// connection, so this is also where the loop waits while descriptors are short). If the
+// spare can be taken back with the connection open, descriptors were freed meanwhile and
+// the connection is admitted; otherwise it is answered E unavailable and closed, and the
+// spare taken back. It reports whether it accepted a connection.
+func (s *Server) refuseOnSpare(ln net.Listener, sp *spare, first error) bool {
+	if sp.f == nil {
+		return false
+	}
+	sp.release()
+	nc, err := ln.Accept()
+	if err != nil {
+		sp.open()
+		return false
+	}
+	if sp.open() {
+		s.admit(nc)
+		return true
+	}
+	s.refuseFor(nc, "out of file descriptors; refusing connection (raise the open-files limit or lower --max-conns)", first)
+	sp.open()
+	return true
+}
+
+// refuseFor answers nc E unavailable and closes it at once, on the accept loop, counting and
+// logging (once a second at most) why.
+func (s *Server) refuseFor(nc net.Conn, why string, err error) {
+	s.m.ConnsRefused.Inc()
+	if n, ok := s.fdLog.Allow(); ok {
+		s.log.Warn(why, "remote", nc.RemoteAddr().String(), "error", err, "connections", s.active.Load(), "suppressed", n)
+	}
+	nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	nc.Write(wire.AppendResponse(nil, &wire.Response{Op: wire.OpError, Reason: wire.ReasonUnavailable}))
+	if hc, ok := nc.(interface{ CloseWrite() error }); ok {
+		hc.CloseWrite()
+		// The client's hello may be unread: a short linger keeps the close from becoming a
+		// reset that could discard the E before the client reads it.
+		nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		io.Copy(io.Discard, io.LimitReader(nc, 4096))
+	}
+	nc.Close()
 }
 
 // admit starts a session for nc, making room by evicting a silent handshake if MaxConns or
@@ -98,7 +161,7 @@ func (s *Server) admit(nc net.Conn) {
 				s.log.Warn("connection limit reached; refusing connection", "remote", nc.RemoteAddr().String(),
 					"max_conns", s.cfg.MaxConns, "max_handshakes", s.cfg.maxHandshakes(), "in_handshake", s.hs.len(), "suppressed", n)
 			}
-			go refuse(nc)
+			s.refuse(nc)
 			return
 		}
 		victim.evict()
@@ -128,11 +191,17 @@ func (s *Server) ServePeer(nc net.Conn) error {
 	return nil
 }
 
-// refuse tells a connection over the limit to go elsewhere and closes it.
-func refuse(nc net.Conn) {
-	nc.SetWriteDeadline(time.Now().Add(time.Second))
-	nc.Write(wire.AppendResponse(nil, &wire.Response{Op: wire.OpError, Reason: wire.ReasonUnavailable}))
-	lingerClose(nc)
+// refuse tells a connection over the limit to go elsewhere and closes it, on a goroutine of
+// its own; with MaxRefusing of them running, the accept loop waits for one to end, so that
+// refusals cannot use up the process's descriptors.
+func (s *Server) refuse(nc net.Conn) {
+	s.refusing <- struct{}{}
+	go func() {
+		defer func() { <-s.refusing }()
+		nc.SetWriteDeadline(time.Now().Add(time.Second))
+		nc.Write(wire.AppendResponse(nil, &wire.Response{Op: wire.OpError, Reason: wire.ReasonUnavailable}))
+		lingerClose(nc)
+	}()
 }
 
 // start runs a session for nc, unless the server is shutting down (then nc is closed and

@@ -113,8 +113,12 @@ func printStatus(c *cli.Context, st map[string]json.RawMessage) error {
 		var m map[string]any
 		json.Unmarshal(raw, &m)
 		get := func(k string) any { return m[k] }
-		fmt.Fprintf(w, "id\t%v\nrole\t%v\nleader\t%v (%v)\nterm\t%v\ncommit index\t%v\napplied index\t%v\nlast contact\t%v\n",
-			get("id"), get("state"), get("leader_id"), get("leader_addr"), get("term"), get("commit_index"), get("applied_index"), get("last_contact"))
+		leader := "none known"
+		if id, _ := m["leader_id"].(string); id != "" {
+			leader = fmt.Sprintf("%s (%v)", id, get("leader_addr"))
+		}
+		fmt.Fprintf(w, "id\t%v\nrole\t%v\nleader\t%s\nterm\t%v\ncommit index\t%v\napplied index\t%v\nlast contact\t%v\n",
+			get("id"), get("state"), leader, get("term"), get("commit_index"), get("applied_index"), get("last_contact"))
 		var peers []admin.Member
 		if p, ok := m["peers"]; ok {
 			b, _ := json.Marshal(p)
@@ -125,7 +129,7 @@ func printStatus(c *cli.Context, st map[string]json.RawMessage) error {
 			fmt.Fprintf(w, "peer\t%s %s %s\n", p.ID, p.Addr, p.Suffrage)
 		}
 	}
-	fmt.Fprintf(w, "last token\t%v\nkeys\t%v\nwaiters\t%v\n", node["LastToken"], node["Keys"], node["Waiters"])
+	fmt.Fprintf(w, "last token\t%v\nkeys\t%v\nwaiters\t%v\n", node["last_token"], node["keys"], node["waiters"])
 	return nil
 }
 

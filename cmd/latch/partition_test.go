@@ -434,8 +434,8 @@ func (lab *partitionLab) grantedToken(code int, out, what string) uint64 {
 // partitionStatus is the part of `latch status --json` the test reads.
 type partitionStatus struct {
 	Node struct {
-		Leading   bool
-		LastToken uint64
+		Leading   bool   `json:"leading"`
+		LastToken uint64 `json:"last_token"`
 	} `json:"node"`
 	Raft struct {
 		ID           string `json:"id"`

@@ -42,15 +42,16 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "peer-secret-file", Usage: "`FILE` of the peer secrets (cluster mode; same format): nodes prove the first to each other, every line is accepted. Clients must not hold it", EnvVars: env("PEER_SECRET_FILE")},
 			&cli.StringFlag{Name: "admin-secret-file", Usage: "`FILE` of the admin secrets (cluster mode; same format): admin calls (membership, backups, restores) are signed with one", EnvVars: env("ADMIN_SECRET_FILE")},
 			&cli.BoolFlag{Name: "insecure", Usage: "allow non-loopback addresses that no credential protects", EnvVars: env("INSECURE")},
-			&cli.IntFlag{Name: "max-pending", Value: def.MaxPending, Usage: "hard limit of unanswered acquires, waiters included (admission closes at 90%)", EnvVars: env("MAX_PENDING")},
-			&cli.IntFlag{Name: "max-keys", Value: def.MaxKeys, Usage: "hard limit of held keys (admission of new keys closes at 90%)", EnvVars: env("MAX_KEYS")},
-			&cli.IntFlag{Name: "max-waiters", Value: def.MaxWaiters, Usage: "hard limit of queued waiters (admission of waits closes at 90%)", EnvVars: env("MAX_WAITERS")},
-			&cli.IntFlag{Name: "max-conns", Value: server.DefaultMaxConns, Usage: "most client connections at once", EnvVars: env("MAX_CONNS")},
+			&cli.IntFlag{Name: "max-pending", Value: def.MaxPending, Usage: "hard limit of unanswered acquires, waiters included: admission closes at 90% of it (answers B) and reopens below 75%", EnvVars: env("MAX_PENDING")},
+			&cli.IntFlag{Name: "max-keys", Value: def.MaxKeys, Usage: "hard limit of held keys: acquires of new keys are answered B from 90% of it and again admitted below 75%; size it about 1.2x the keys you expect", EnvVars: env("MAX_KEYS")},
+			&cli.IntFlag{Name: "max-waiters", Value: def.MaxWaiters, Usage: "hard limit of queued waiters: acquires that would wait are answered B from 90% of it and again admitted below 75%", EnvVars: env("MAX_WAITERS")},
+			&cli.IntFlag{Name: "max-conns", Value: server.DefaultMaxConns, Usage: "most client connections at once; more are answered E unavailable. " +
+				"It must fit the open-files limit, which the server raises to its hard limit: left at its default, it is lowered to fit (with a warning)", EnvVars: env("MAX_CONNS")},
 			&cli.Uint64Flag{Name: "token-floor", Usage: fmt.Sprintf("the first token is `N`+1 (0..%d)", wire.MaxToken), EnvVars: env("TOKEN_FLOOR")},
 			&cli.BoolFlag{Name: "audit", Usage: "log every grant, release, expiry and forced release as one line (logger latch.audit, at INFO whatever --log-level says)", EnvVars: env("AUDIT")},
 			&cli.BoolFlag{Name: "pprof", Usage: "serve Go's profiler under /debug/pprof/ on --http", EnvVars: env("PPROF")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error", EnvVars: env("LOG_LEVEL")},
-			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json", EnvVars: env("LOG_FORMAT")},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json (one object per line; durations in seconds)", EnvVars: env("LOG_FORMAT")},
 		},
 		Action: runServer,
 	}
@@ -102,12 +103,17 @@ func runServer(c *cli.Context) error {
 			return fmt.Errorf("--http: %w", err)
 		}
 	}
+	fds, err := fitDescriptors(c, log, mode == "cluster")
+	if err != nil {
+		return err
+	}
 	boot, err := admin.NewBootID()
 	if err != nil {
 		return err
 	}
 
 	metrics := cluster.NewMetrics()
+	metrics.SetBuildInfo(version)
 	nodeCfg := cluster.Config{
 		MaxPending: c.Int("max-pending"),
 		MaxKeys:    c.Int("max-keys"),
@@ -121,10 +127,11 @@ func runServer(c *cli.Context) error {
 		nodeCfg.Audit.SetLevel(hclog.Info)
 	}
 	scfg := server.Config{
-		Secrets:  secrets,
-		MaxConns: c.Int("max-conns"),
-		Logger:   log.Named("server"),
-		Metrics:  metrics,
+		Secrets:     secrets,
+		MaxConns:    fds.MaxConns,
+		MaxRefusing: fds.Refusing,
+		Logger:      log.Named("server"),
+		Metrics:     metrics,
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -194,6 +201,7 @@ func runServer(c *cli.Context) error {
 	}
 	httpCfg := admin.DefaultHTTPConfig() // timeouts, header size and a connection cap (issue 11)
 	httpCfg.Logger = log.Named("http")
+	httpCfg.MaxConns = fds.HTTP // within the open-files limit, beside the client connections
 	hs, hln := admin.NewHTTPServer(admin.Handler(metrics.Registry, ready, opts), hln, httpCfg)
 	if tlsCfg.http != nil {
 		hln = tls.NewListener(hln, tlsCfg.http) // inside the cap, which counts TCP connections
@@ -204,7 +212,7 @@ func runServer(c *cli.Context) error {
 	go func() { served <- hs.Serve(hln) }()
 	log.Info("latch serving", "mode", mode, "listen", ln.Addr().String(), "http", hln.Addr().String(),
 		"auth", len(secrets) > 0, "secrets", len(secrets), "peer_secrets", len(cred.peer), "admin_secrets", len(cred.admin),
-		"admin_certs", tlsCfg.adminCAs != nil, "tls", tlsCfg.client != nil, "http_tls", tlsCfg.http != nil, "peer_mtls", tlsCfg.peer != nil, "token_floor", nodeCfg.TokenFloor, "version", version)
+		"admin_certs", tlsCfg.adminCAs != nil, "tls", tlsCfg.client != nil, "max_conns", fds.MaxConns, "open_files_limit", fds.Limit, "http_tls", tlsCfg.http != nil, "peer_mtls", tlsCfg.peer != nil, "token_floor", nodeCfg.TokenFloor, "version", version)
 
 	select {
 	case <-ctx.Done():
@@ -227,4 +235,31 @@ func runServer(c *cli.Context) error {
 	}
 	log.Info("latch stopped")
 	return nil
+}
+
+// fitDescriptors raises the open-files soft limit to the hard one and shares it out
+// (server.PlanDescriptors): an explicit --max-conns that does not fit is refused, the
+// default is lowered to fit, with a warning.
+func fitDescriptors(c *cli.Context, log hclog.Logger, cluster bool) (server.Descriptors, error) {
+	want := c.Int("max-conns")
+	before, limit, err := server.RaiseOpenFiles()
+	if err != nil {
+		log.Warn("cannot raise the open-files limit; sharing out the current one", "error", err)
+	}
+	d, err := server.PlanDescriptors(limit, want, cluster)
+	if err != nil {
+		return d, fmt.Errorf("--max-conns %d: %w", want, err)
+	}
+	if d.MaxConns < want {
+		if c.IsSet("max-conns") {
+			return d, fmt.Errorf("--max-conns %d does not fit the open-files limit %d: serving it takes about %d descriptors "+
+				"(connections, HTTP, peers, data dir); raise the limit (ulimit -n, systemd LimitNOFILE, the container runtime's nofile) "+
+				"or set --max-conns %d or lower", want, limit, d.Needed(want), d.MaxConns)
+		}
+		log.Warn("lowering --max-conns to fit the open-files limit; raise the limit (ulimit -n, LimitNOFILE) to serve more",
+			"max_conns", d.MaxConns, "default", want, "open_files_limit", limit)
+	}
+	log.Debug("open-files limit shared out", "open_files_limit", limit, "raised_from", before, "max_conns", d.MaxConns,
+		"http_conns", d.HTTP, "refusing", d.Refusing, "kept", d.Base)
+	return d, nil
 }

@@ -42,7 +42,7 @@ func TestServerServesProtocolAndHTTP(t *testing.T) {
 		`latch_last_token 1`,
 		`latch_connections 1`,
 		`latch_grant_latency_seconds_count 1`,
-		`latch_admission_waiters_closed 0`,
+		`latch_admission_gate_closed{gate="waiters"} 0`,
 		`latch_frame_errors_total{reason="bad_key"} 0`,
 	} {
 		if !strings.Contains(body, want+"\n") {
