@@ -72,7 +72,10 @@ func benchAction(c *cli.Context) error {
 	if dur+warm > time.Hour {
 		return cli.Exit("latch bench: --duration plus --warmup is limited to one hour", exitUsage)
 	}
-	opts := client.AcquireOptions{Wait: c.Duration("wait"), Lease: c.Duration("lease")}
+	opts, _, err := acquireInputs(c, 0, "") // --wait and --lease as acquire takes them (0s is no lease)
+	if err != nil {
+		return err
+	}
 	tc, err := clientTLS(c)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("latch bench: %v", err), exitUsage)

@@ -35,6 +35,8 @@ func TestExitCodes(t *testing.T) {
 		{"latch bare", nil, nil, exitUsage},
 		{"unknown verb", nil, []string{"bogus"}, exitUsage},
 		{"unknown global flag", nil, []string{"--bogus"}, exitUsage},
+		{"help unknown verb", nil, []string{"help", "bogus"}, exitUsage},
+		{"help of a verb", nil, []string{"help", "locks"}, 0},
 
 		{"acquire no key", nil, []string{"acquire", srv}, exitUsage},
 		{"acquire two keys", nil, []string{"acquire", srv, "a", "b"}, exitUsage},
@@ -74,6 +76,7 @@ func TestExitCodes(t *testing.T) {
 
 		{"bench extra argument", nil, []string{"bench", srv, "x"}, exitUsage},
 		{"bench bad value", nil, []string{"bench", srv, "--clients", "0"}, exitUsage},
+		{"bench lease 0s", nil, []string{"bench", srv, "--lease", "0s"}, exitUsage},
 
 		{"status extra argument", nil, []string{"status", "--http", p.http, "x"}, exitUsage},
 		{"status bad flag", nil, []string{"status", "--json=maybe"}, exitUsage},

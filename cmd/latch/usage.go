@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 )
@@ -18,11 +19,26 @@ func usageErr(verb, format string, args ...any) error {
 // that refuses unknown verbs, and refuses arguments to leaf commands that take none (no
 // ArgsUsage). Required flags are checked by the actions (requireFlags): urfave/cli would
 // print the whole help for them.
+// helpOnce wraps urfave/cli's help command (one value for the whole process) once.
+var helpOnce sync.Once
+
 func withUsage(app *cli.App) *cli.App {
 	app.OnUsageError = func(c *cli.Context, err error, _ bool) error {
 		return usageErr("", "%v", err)
 	}
 	app.Action = groupAction("")
+	app.Setup() // adds urfave/cli's help command, whose unknown topic would exit 3
+	if h := app.Command("help"); h != nil && h.Action != nil {
+		helpOnce.Do(func() {
+			shown := h.Action
+			h.Action = func(c *cli.Context) error {
+				if name := c.Args().First(); name != "" && c.App.Command(name) == nil {
+					return usageErr("help", "unknown command %q", name)
+				}
+				return shown(c)
+			}
+		})
+	}
 	app.ExitErrHandler = pointToHelp
 	walk(app.Commands, "", func(cmd *cli.Command, full string) {
 		cmd.OnUsageError = func(c *cli.Context, err error, _ bool) error {
