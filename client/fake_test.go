@@ -23,7 +23,11 @@ func fakeClient(t *testing.T, clk *clustertest.FakeClock, servers ...string) *Cl
 	return newTestClient(t, Config{Servers: servers, Conns: 1, Clock: clk})
 }
 
-func TestFakeLateGrantIsCompensated(t *testing.T) {
+// lateGrant has a one-connection client's acquire of "late" (wait 2 s) granted token 77
+// after its deadline, within the reply grace: Acquire returns ErrIndeterminate and the grant
+// is being released in the background.
+func lateGrant(t *testing.T) (*Client, *fakeServer, *fakeConn, wire.Request) {
+	t.Helper()
 	clk := newFakeClock()
 	fs := newFakeServer(t)
 	cl := fakeClient(t, clk, fs.addr)
@@ -40,6 +44,11 @@ func TestFakeLateGrantIsCompensated(t *testing.T) {
 	if !errors.Is(r.err, ErrIndeterminate) || r.t != nil {
 		t.Fatalf("late grant: %v, want ErrIndeterminate", r.err)
 	}
+	return cl, fs, fc, a
+}
+
+func TestFakeLateGrantIsCompensated(t *testing.T) {
+	cl, fs, fc, a := lateGrant(t)
 	rel := fc.expect(t, wire.OpRelease) // on the same connection: it stayed open
 	if rel.Token != 77 || string(rel.Key) != "late" || rel.Owner == a.Owner || rel.Owner == 0 {
 		t.Fatalf("compensation %+v, want a release of token 77 with a new owner", rel)
@@ -737,17 +746,7 @@ func TestFakeHelloRefusedSaysConnectionLimit(t *testing.T) {
 // background) still sends that release and waits for its answer: the key is not left held
 // for its lease because the caller closed the client at once.
 func TestFakeCloseSendsAPendingCompensation(t *testing.T) {
-	clk := newFakeClock()
-	fs := newFakeServer(t)
-	cl := fakeClient(t, clk, fs.addr)
-	ch := acquireAsync(cl, context.Background(), "late", 0, AcquireOptions{Wait: 2 * time.Second})
-	fc := fs.next(t)
-	a := fc.expect(t, wire.OpAcquire)
-	clk.Advance(2500 * time.Millisecond)
-	fc.send(t, granted(a.Owner, 77))
-	if r := wait(t, ch, bound); !errors.Is(r.err, ErrIndeterminate) {
-		t.Fatalf("late grant: %v, want ErrIndeterminate", r.err)
-	}
+	cl, _, fc, _ := lateGrant(t)
 	closed := make(chan struct{})
 	go func() { cl.Close(); close(closed) }()
 	rel := fc.expect(t, wire.OpRelease)
