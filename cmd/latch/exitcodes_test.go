@@ -18,7 +18,9 @@ func TestExitCodes(t *testing.T) {
 	p := startServer(t, nil)
 	srv, dead := "--servers="+p.listen, "--servers="+clustertest.DeadAddr(t)
 	deadHTTP, nonLatch := "--http="+clustertest.DeadAddr(t), "--servers="+clustertest.NonLatchAddr(t)
-	if code, out := run(t, nil, "acquire", srv, "--lease", "60s", "held"); code != 0 {
+	// An hour: the rows are parallel subtests, which on a busy 2-core machine may start a
+	// minute or more after this (a minute's lease ran out once in CI).
+	if code, out := run(t, nil, "acquire", srv, "--lease", "1h", "held"); code != 0 {
 		t.Fatalf("acquire: exit %d, %s", code, out)
 	}
 	dir := t.TempDir()
