@@ -14,13 +14,8 @@ import (
 // In cluster mode the leader's expiry timer proposes an expiry when its lease ends, so the
 // waiter behind a 2 s lease is granted at 2 s, not at a 5 s sweep tick.
 func TestClusterWaiterGrantedAtLeaseEnd(t *testing.T) {
-	h, log := newReplicated(t)
-	h.n.Lead()
-	a, ra := h.conn()
+	h, log, _, _, tok := leadingWithHolder(t, 2)
 	b, rb := h.conn()
-	h.acquire(a, 1, "k", 0, 2)
-	log.commit()
-	tok := want(t, ra.one(t), wire.OpAcquire, 1).Token
 	h.acquire(b, 2, "k", 10, 30)
 	h.clock.Advance(2*time.Second - time.Millisecond)
 	if n := log.pending(); n != 0 {

@@ -246,13 +246,8 @@ func TestReplicatedViewHealsAMissedGrant(t *testing.T) {
 }
 
 func TestReplicatedExpiryHandsOffAndRacesRelease(t *testing.T) {
-	h, log := newReplicated(t)
-	h.n.Lead()
-	a, ra := h.conn()
+	h, log, a, ra, tok := leadingWithHolder(t, 2)
 	b, rb := h.conn()
-	h.acquire(a, 1, "k", 0, 2)
-	log.commit()
-	tok := ra.one(t).Token
 	h.acquire(b, 2, "k", 60, 30)
 	h.clock.Advance(2 * time.Second)
 	h.n.Sweep()                         // proposes expire k tok, and b's acquire behind it
@@ -292,14 +287,9 @@ func TestLeadRestartsLeasesInFull(t *testing.T) {
 }
 
 func TestFollowAnswersUnproposedWaitersAndSettlesProposedOnes(t *testing.T) {
-	h, log := newReplicated(t)
-	h.n.Lead()
-	a, ra := h.conn()
+	h, log, a, ra, tok := leadingWithHolder(t, 30)
 	b, rb := h.conn()
 	c, rc := h.conn()
-	h.acquire(a, 1, "k", 0, 30)
-	log.commit()
-	tok := ra.one(t).Token
 	h.acquire(b, 2, "k", 60, 30)
 	h.acquire(c, 3, "k", 60, 30)
 	h.n.Release(a, 4, []byte("k"), tok) // b's acquire is proposed behind the release
@@ -321,13 +311,8 @@ func TestFollowAnswersUnproposedWaitersAndSettlesProposedOnes(t *testing.T) {
 }
 
 func TestGrantToAClosedConnectionIsReleased(t *testing.T) {
-	h, log := newReplicated(t)
-	h.n.Lead()
-	a, ra := h.conn()
+	h, log, a, _, tok := leadingWithHolder(t, 30)
 	b, rb := h.conn()
-	h.acquire(a, 1, "k", 0, 30)
-	log.commit()
-	tok := ra.one(t).Token
 	h.acquire(b, 2, "k", 60, 30)
 	h.n.Release(a, 3, []byte("k"), tok) // b's acquire is proposed
 	h.n.Detach(b)                       // b goes away before the entry is applied
@@ -408,13 +393,8 @@ func TestHandoffIsOneGroup(t *testing.T) {
 // firing was ignored then) gets T as soon as the result arrives.
 func TestWaiterBackAtTheHeadStillTimesOut(t *testing.T) {
 	for _, late := range []bool{false, true} {
-		h, log := newReplicated(t)
-		h.n.Lead()
-		a, ra := h.conn()
+		h, log, a, _, tok := leadingWithHolder(t, 60)
 		b, rb := h.conn()
-		h.acquire(a, 1, "k", 0, 60)
-		log.commit()
-		tok := ra.one(t).Token
 		h.acquire(b, 2, "k", 5, 30) // waits at most 5 s
 		h.n.Release(a, 3, []byte("k"), tok)
 		queued := log.take()
