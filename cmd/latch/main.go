@@ -10,14 +10,14 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/latchd/latch/cmd/latch/internal/supervise"
+	"github.com/latchd/latch/client/supervise"
 )
 
 // version is set at build time: go build -ldflags "-X main.version=v1.2.3".
 var version = "dev"
 
 func main() {
-	if supervise.IsGuard() { // latch run's guard process (internal/supervise)
+	if supervise.IsGuard() { // latch run's guard process (client/supervise)
 		os.Exit(supervise.GuardMain())
 	}
 	if err := newApp().Run(os.Args); err != nil {

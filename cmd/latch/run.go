@@ -14,7 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/client"
-	"github.com/latchd/latch/cmd/latch/internal/supervise"
+	"github.com/latchd/latch/client/supervise"
 )
 
 // killMargin is how long before the ticket's lease deadline the command is sent SIGKILL, so

@@ -1,6 +1,8 @@
 // Package supervise runs the command of `latch run`: resolved before any lock is taken, in a
 // process group of its own that nothing of it outlives, in the terminal's foreground when
-// latch has it, stopped before the lease ends.
+// latch has it, stopped before the lease ends. Any Go program that holds a lock while a
+// command runs can use it the same way; its main must start with IsGuard and GuardMain, since
+// the guard is the program itself run again.
 //
 // # The group and its guard
 //
