@@ -3,23 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"runtime/pprof"
 	"slices"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/client"
+	"github.com/latchd/latch/client/bench"
 )
-
-// maxSamples bounds the latency samples one bench worker keeps (8 bytes each).
-const maxSamples = 2_000_000
 
 func benchCommand() *cli.Command {
 	return &cli.Command{
@@ -41,26 +35,6 @@ func benchCommand() *cli.Command {
 		),
 		Action: benchAction,
 	}
-}
-
-// benchWorker is one worker's tally; only its own goroutine writes it until the run ends.
-type benchWorker struct {
-	acq, rel []time.Duration
-	pairs    int64
-	errs     map[string]int64
-}
-
-type benchResult struct {
-	Clients    int                `json:"clients"`
-	Keys       int                `json:"keys"`
-	DurationS  float64            `json:"duration_s"`
-	Pairs      int64              `json:"pairs"`
-	PairsPerS  float64            `json:"pairs_per_s"`
-	AcquireMs  map[string]float64 `json:"acquire_ms"`
-	ReleaseMs  map[string]float64 `json:"release_ms"`
-	Errors     map[string]int64   `json:"errors"`
-	Inversions int64              `json:"fencing_inversions"`
-	Client     map[string]uint64  `json:"client"`
 }
 
 func benchAction(c *cli.Context) error {
@@ -100,110 +74,36 @@ func benchAction(c *cli.Context) error {
 		return exitFor("bench", err)
 	}
 
-	// last[k] is the newest token granted on key k: a grant at or below it is an inversion.
-	last := make([]atomic.Uint64, keys)
-	var inversions atomic.Int64
-	var measuring, stopping atomic.Bool
-	var pairsNow atomic.Int64
-	ctx, stop := context.WithCancel(c.Context)
-	defer stop()
-	workers := make([]*benchWorker, clients)
-	var wg sync.WaitGroup
-	for i := range clients {
-		w := &benchWorker{errs: map[string]int64{}}
-		workers[i] = w
-		key := c.String("prefix") + strconv.Itoa(i%keys)
-		slot := &last[i%keys]
-		wg.Add(1)
-		go func(cl *client.Client) {
-			defer wg.Done()
-			for !stopping.Load() && ctx.Err() == nil {
-				t0 := time.Now()
-				t, err := cl.Acquire(ctx, key, 0, opts)
-				t1 := time.Now()
-				on := measuring.Load()
-				if err != nil {
-					if on && ctx.Err() == nil {
-						w.errs["acquire: "+errName(err)]++
-					}
-					continue
-				}
-				if prev := slot.Swap(t.Token); t.Token <= prev {
-					inversions.Add(1)
-				}
-				rerr := t.Release(context.Background())
-				t2 := time.Now()
-				if !on || !measuring.Load() {
-					continue
-				}
-				if rerr != nil {
-					w.errs["release: "+errName(rerr)]++
-					continue
-				}
-				w.pairs++
-				pairsNow.Add(1)
-				if len(w.acq) < maxSamples {
-					w.acq = append(w.acq, t1.Sub(t0))
-					w.rel = append(w.rel, t2.Sub(t1))
-				}
-			}
-		}(cls[i])
+	var prof *os.File // --cpuprofile: created now, so a bad path fails before the run
+	if path := c.String("cpuprofile"); path != "" {
+		if prof, err = os.Create(path); err != nil {
+			return cli.Exit(fmt.Sprintf("latch bench: --cpuprofile: %v", err), exitUsage)
+		}
+		defer prof.Close()
 	}
-
-	time.Sleep(warm)
-	stopProfile, err := startProfile(c.String("cpuprofile"))
-	if err != nil {
-		return cli.Exit(fmt.Sprintf("latch bench: --cpuprofile: %v", err), exitUsage)
-	}
-	measuring.Store(true)
-	start := time.Now()
-	tick := time.NewTicker(time.Second)
 	var prev int64
-	for end := time.After(dur); ; {
-		select {
-		case <-tick.C:
-			n := pairsNow.Load()
-			stderrf(c, "bench: %5.1fs  %9d pairs  %9.0f pairs/s", time.Since(start).Seconds(), n, float64(n-prev))
-			prev = n
-			continue
-		case <-end:
-		case <-c.Context.Done():
-		}
-		break
+	cfg := bench.Config{
+		Clients: cls, Keys: keys, Prefix: c.String("prefix"), Options: opts, Warmup: warm, Duration: dur,
+		Progress: func(elapsed time.Duration, pairs int64) {
+			stderrf(c, "bench: %5.1fs  %9d pairs  %9.0f pairs/s", elapsed.Seconds(), pairs, float64(pairs-prev))
+			prev = pairs
+		},
 	}
-	measuring.Store(false)
-	elapsed := time.Since(start)
-	tick.Stop()
-	stopProfile()
-	// Let every worker finish the pair it is in; cancelling in-flight acquires would turn
-	// them into indeterminate results and cost their connections.
-	stopping.Store(true)
-	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
-	select {
-	case <-finished:
-	case <-time.After(opts.Wait + 10*time.Second):
-		stop()
-		<-finished
-	}
-
-	res := benchResult{Clients: clients, Keys: keys, DurationS: elapsed.Seconds(), Errors: map[string]int64{},
-		Inversions: inversions.Load(), Client: sumStats(cls)}
-	var acq, rel []time.Duration
-	for _, w := range workers {
-		res.Pairs += w.pairs
-		acq, rel = append(acq, w.acq...), append(rel, w.rel...)
-		for k, v := range w.errs {
-			res.Errors[k] += v
+	if prof != nil {
+		cfg.Measure = func() func() {
+			if err := pprof.StartCPUProfile(prof); err != nil {
+				stderrf(c, "latch bench: --cpuprofile: %v", err)
+				return func() {}
+			}
+			return pprof.StopCPUProfile
 		}
 	}
-	res.PairsPerS = float64(res.Pairs) / elapsed.Seconds()
-	res.AcquireMs, res.ReleaseMs = percentiles(acq), percentiles(rel)
+	res := bench.Run(c.Context, cfg)
 	if c.Bool("json") {
 		return json.NewEncoder(c.App.Writer).Encode(res)
 	}
 	w := c.App.Writer
-	fmt.Fprintf(w, "clients %d  keys %d  window %.1fs\n", clients, keys, elapsed.Seconds())
+	fmt.Fprintf(w, "clients %d  keys %d  window %.1fs\n", clients, keys, res.DurationS)
 	fmt.Fprintf(w, "pairs/s  %.0f  (%d acquire+release pairs)\n", res.PairsPerS, res.Pairs)
 	for _, row := range []struct {
 		name string
@@ -224,67 +124,4 @@ func benchAction(c *cli.Context) error {
 		return cli.Exit("latch bench: a grant's token was not above the previous holder's", 1)
 	}
 	return nil
-}
-
-// errName is the short name a bench error is counted under.
-func errName(err error) string {
-	for _, e := range []struct {
-		err  error
-		name string
-	}{
-		{client.ErrIndeterminate, "indeterminate"}, {client.ErrUnavailable, "unavailable"}, {client.ErrTimeout, "timeout"},
-		{client.ErrBusy, "busy"}, {client.ErrNotHeld, "not_held"}, {client.ErrTokenExhausted, "token_exhausted"},
-		{client.ErrQueueFull, "queue_full"}, {client.ErrClosed, "closed"},
-	} {
-		if errors.Is(err, e.err) {
-			return e.name
-		}
-	}
-	return "other"
-}
-
-// percentiles of d in milliseconds (p50, p90, p99, max); empty when d is.
-func percentiles(d []time.Duration) map[string]float64 {
-	out := map[string]float64{}
-	if len(d) == 0 {
-		return out
-	}
-	slices.Sort(d)
-	at := func(q float64) float64 {
-		i := min(int(q*float64(len(d))), len(d)-1)
-		return float64(d[i].Microseconds()) / 1000
-	}
-	out["p50"], out["p90"], out["p99"] = at(0.50), at(0.90), at(0.99)
-	out["max"] = float64(d[len(d)-1].Microseconds()) / 1000
-	return out
-}
-
-// sumStats adds up the client counters that say whether the run was clean.
-func sumStats(cls []*client.Client) map[string]uint64 {
-	out := map[string]uint64{}
-	for _, cl := range cls {
-		s := cl.Stats()
-		out["indeterminate"] += s.Indeterminate
-		out["compensations_sent"] += s.CompensationsSent
-		out["compensations_dropped"] += s.CompensationsDropped
-		out["failovers"] += s.Failovers
-		out["reconnects"] += s.Reconnects
-	}
-	return out
-}
-
-// startProfile starts a CPU profile into path ("" does nothing); the returned func stops it.
-func startProfile(path string) (func(), error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
