@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/latchd/latch/cluster"
@@ -187,4 +188,60 @@ func writeRead(w http.ResponseWriter, v any, err error) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// EachLock calls fn with every held key that starts with prefix, in key order, at most limit
+// of them (0: all), fetching pages of MaxLocksPage from GET /v1/locks (signed with secret,
+// when set); each page has callTimeout. It stops at fn's first error and returns it.
+func (a Remote) EachLock(ctx context.Context, prefix string, limit int, secret []byte, fn func(Lock) error) error {
+	after, listed := "", 0
+	for {
+		n := cluster.MaxLocksPage
+		if limit > 0 {
+			n = min(n, limit-listed)
+		}
+		q := url.Values{"limit": {strconv.Itoa(n)}}
+		if prefix != "" {
+			q.Set("prefix", prefix)
+		}
+		if after != "" {
+			q.Set("after", after)
+		}
+		pctx, cancel := context.WithTimeout(ctx, callTimeout)
+		var page LockPage
+		err := a.Call(pctx, http.MethodGet, "/v1/locks?"+q.Encode(), nil, secret, &page)
+		cancel()
+		if err != nil {
+			return err
+		}
+		for _, lk := range page.Locks {
+			if err := fn(lk); err != nil {
+				return err
+			}
+		}
+		listed += len(page.Locks)
+		if after = page.Next; after == "" || limit > 0 && listed >= limit {
+			return nil
+		}
+	}
+}
+
+// ShowLock asks GET /v1/locks/show for key.
+func (a Remote) ShowLock(ctx context.Context, key string, secret []byte) (Lock, error) {
+	var lk Lock
+	err := a.Call(ctx, http.MethodGet, "/v1/locks/show?key="+url.QueryEscape(key), nil, secret, &lk)
+	return lk, err
+}
+
+// ReleaseLock frees key (held by token; 0: by whichever token holds it) through POST
+// /v1/locks/release and returns the token it freed. A refusal because that token does not
+// hold the key is a *StatusError with Code 409.
+func (a Remote) ReleaseLock(ctx context.Context, key string, token uint64, secret []byte) (uint64, error) {
+	body, err := json.Marshal(ReleaseRequest{Key: key, Token: token})
+	if err != nil {
+		return 0, err
+	}
+	var out Released
+	err = a.Call(ctx, http.MethodPost, "/v1/locks/release", body, secret, &out)
+	return out.Token, err
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -16,9 +15,6 @@ import (
 	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/wire"
 )
-
-// locksPage is the page size the CLI asks for: the server's largest.
-const locksPage = 1000
 
 func locksCommand() *cli.Command {
 	signed := func(c *cli.Context) ([]byte, admin.Remote, error) {
@@ -70,8 +66,8 @@ func locksCommand() *cli.Command {
 					}
 					ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
 					defer cancel()
-					var lk admin.Lock
-					if err := a.Call(ctx, http.MethodGet, "/v1/locks/show?key="+url.QueryEscape(key), nil, secret, &lk); err != nil {
+					lk, err := a.ShowLock(ctx, key, secret)
+					if err != nil {
 						return adminExit("locks show", err)
 					}
 					if c.Bool("json") {
@@ -126,59 +122,37 @@ func oneKey(c *cli.Context) (string, error) {
 }
 
 func listLocks(c *cli.Context, a admin.Remote, secret []byte) error {
-	limit := c.Int("limit")
 	w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
 	enc := json.NewEncoder(c.App.Writer)
 	if !c.Bool("json") {
 		fmt.Fprintln(w, "KEY\tTOKEN\tLEASE LEFT\tWAITERS")
 	}
-	after, listed := "", 0
-	for {
-		n := locksPage
-		if limit > 0 {
-			n = min(n, limit-listed)
+	n := 0
+	err := a.EachLock(c.Context, c.String("prefix"), c.Int("limit"), secret, func(lk admin.Lock) error {
+		if c.Bool("json") {
+			return enc.Encode(lk)
 		}
-		q := url.Values{"limit": {strconv.Itoa(n)}}
-		if p := c.String("prefix"); p != "" {
-			q.Set("prefix", p)
+		fmt.Fprintf(w, "%s\t%d\t%s%s\t%d\n", lk.Key, lk.Token, leaseLeft(lk.LeaseLeft), releasing(lk), lk.Waiters)
+		if n++; n%admin.DefaultLocksPage == 0 {
+			return w.Flush() // as they come: a million keys are never held here at once
 		}
-		if after != "" {
-			q.Set("after", after)
-		}
-		ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
-		var page admin.LockPage
-		err := a.Call(ctx, http.MethodGet, "/v1/locks?"+q.Encode(), nil, secret, &page)
-		cancel()
-		if err != nil {
-			w.Flush()
-			return adminExit("locks", err)
-		}
-		for _, lk := range page.Locks {
-			if c.Bool("json") {
-				enc.Encode(lk)
-				continue
-			}
-			fmt.Fprintf(w, "%s\t%d\t%s%s\t%d\n", lk.Key, lk.Token, leaseLeft(lk.LeaseLeft), releasing(lk), lk.Waiters)
-		}
-		listed += len(page.Locks)
-		after = page.Next
-		if after == "" || limit > 0 && listed >= limit {
-			return w.Flush()
-		}
-		w.Flush() // a page at a time: a million keys are never held here at once
+		return nil
+	})
+	w.Flush()
+	if err != nil {
+		return adminExit("locks", err)
 	}
+	return nil
 }
 
 func forceRelease(c *cli.Context, a admin.Remote, secret []byte, key string, token uint64) error {
-	body, _ := json.Marshal(admin.ReleaseRequest{Key: key, Token: token})
 	ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
 	defer cancel()
-	var out admin.Released
-	err := a.Call(ctx, http.MethodPost, "/v1/locks/release", body, secret, &out)
+	freed, err := a.ReleaseLock(ctx, key, token, secret)
 	var se *admin.StatusError
 	switch {
 	case err == nil:
-		fmt.Fprintf(c.App.Writer, "released %s token %d\n", out.Key, out.Token)
+		fmt.Fprintf(c.App.Writer, "released %s token %d\n", key, freed)
 		return nil
 	case errors.As(err, &se) && se.Code == http.StatusConflict:
 		return cli.Exit("latch locks release: not released: "+se.Msg, exitNotHeld)
