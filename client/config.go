@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"time"
 
 	"github.com/latchd/latch/wire"
@@ -22,7 +21,8 @@ type Config struct {
 	// and checks the server's own proof, so a fake server cannot hand out fake tokens.
 	Secret []byte
 	// SecretFile is an alternative to Secret: the first secret of the file (one per line,
-	// as for the server; see wire.ParseSecrets) is used. Set at most one of the two.
+	// as for the server; see wire.ParseSecrets) is used. Set at most one of the two. A file
+	// its group or others may write is refused, as the server refuses one (wire.ReadKeyFile).
 	SecretFile string
 	// TLS, when set, wraps every connection in TLS with this configuration. An empty
 	// ServerName is filled from the server's host.
@@ -111,7 +111,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, errors.New("latch client: both a secret and a secret file are set; use one (in Go: Config.Secret or Config.SecretFile)")
 	}
 	if cfg.SecretFile != "" {
-		data, err := os.ReadFile(cfg.SecretFile)
+		// The server's rule for key files: one its group or others may write is refused.
+		// A file others may read is accepted (the library has no logger to warn on).
+		data, _, err := wire.ReadKeyFile(cfg.SecretFile)
 		if err != nil {
 			return cfg, fmt.Errorf("latch client: secret file: %w", err)
 		}

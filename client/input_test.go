@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +132,13 @@ func TestServerErrorIs(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	dir := t.TempDir()
+	writable := dir + "/writable"
+	if err := os.WriteFile(writable, []byte(strings.Repeat("s", 40)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(writable, 0o666); err != nil { // past the umask
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -141,6 +149,7 @@ func TestConfigValidation(t *testing.T) {
 		{"short secret", Config{Servers: []string{"a:1"}, Secret: []byte("short")}, "shorter than 32"},
 		{"both secrets", Config{Servers: []string{"a:1"}, Secret: secretOne, SecretFile: "x"}, "use one"},
 		{"missing secret file", Config{Servers: []string{"a:1"}, SecretFile: dir + "/none"}, "secret file"},
+		{"secret file others may write", Config{Servers: []string{"a:1"}, SecretFile: writable}, "chmod 600"},
 		{"negative conns", Config{Servers: []string{"a:1"}, Conns: -1}, "Conns"},
 		{"negative dial timeout", Config{Servers: []string{"a:1"}, DialTimeout: -1}, "DialTimeout"},
 	} {

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
@@ -92,51 +90,36 @@ func shareOne(a, b [][]byte) bool {
 	return false
 }
 
-// readKeyFile reads a secret or private key file named by flag. It refuses a file that its
-// group or others may write (whoever can change it decides who is trusted) and, when log is
-// set, warns once when others may read it: readable by everyone, or by its group when this
-// process owns it (then the group bit is not how it reads the file: a Kubernetes Secret
-// volume, root-owned and readable by fsGroup, is fine).
+// readKeyFile reads a secret or private key file named by flag (wire.ReadKeyFile: a file
+// its group or others may write is refused) and, when log is set, warns once when others
+// than its owner may read it.
 func readKeyFile(flag, file string, log hclog.Logger) ([]byte, error) {
-	f, err := os.Open(file)
+	data, exposed, err := wire.ReadKeyFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("--%s: %w", flag, err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("--%s: %w", flag, err)
-	}
-	if err := checkKeyMode(flag, file, fi.Mode().Perm(), ownedByMe(fi), log); err != nil {
-		return nil, err
-	}
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("--%s %s: %w", flag, file, err)
-	}
+	warnExposed(flag, file, exposed, log)
 	return data, nil
 }
 
 // ErrKeyFileWritable is readKeyFile's refusal of a file that others may write.
-var ErrKeyFileWritable = errors.New("writable by its group or by others")
+var ErrKeyFileWritable = wire.ErrKeyFileWritable
 
-// checkKeyMode is readKeyFile's rule on a file's permission bits.
+// checkKeyMode is readKeyFile's rule on a file's permission bits (wire.CheckKeyMode), with
+// its warning.
 func checkKeyMode(flag, file string, perm os.FileMode, mine bool, log hclog.Logger) error {
-	if perm&0o022 != 0 {
-		return fmt.Errorf("--%s %s: %w (mode %04o): whoever can change it decides who is trusted; fix it with `chmod 600 %s` "+
-			"(or `chmod 640` when the server reads it through its group)", flag, file, ErrKeyFileWritable, perm, file)
+	exposed, err := wire.CheckKeyMode(file, perm, mine)
+	if err != nil {
+		return fmt.Errorf("--%s: %w", flag, err)
 	}
-	if log != nil && (perm&0o004 != 0 || perm&0o040 != 0 && mine) {
-		log.Warn("a secret or key file is readable by others than its owner", "flag", "--"+flag, "file", file,
-			"mode", fmt.Sprintf("%04o", perm), "fix", "chmod 600 "+file)
-	}
+	warnExposed(flag, file, exposed, log)
 	return nil
 }
 
-// ownedByMe reports whether this process's effective user owns the file.
-func ownedByMe(fi os.FileInfo) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return !ok || st.Uid == uint32(os.Geteuid())
+func warnExposed(flag, file string, exposed bool, log hclog.Logger) {
+	if exposed && log != nil {
+		log.Warn("a secret or key file is readable by others than its owner", "flag", "--"+flag, "file", file, "fix", "chmod 600 "+file)
+	}
 }
 
 // authPlan is what authenticates each principal of a cluster-mode node.
