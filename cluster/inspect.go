@@ -77,7 +77,7 @@ func (n *Node) Locks(prefix, after string, limit int, done func(LocksPage, error
 	if page.more && len(p.Locks) > 0 {
 		p.Next = p.Locks[len(p.Locks)-1].Key
 	}
-	n.confirmed(func(err error) { done(p, err) })
+	n.confirmed(func(err error, _ int64) { done(p, err) })
 }
 
 // Lock reads one key (see Locks for when done is called).
@@ -94,7 +94,7 @@ func (n *Node) Lock(key string, done func(LockInfo, error)) {
 	} else if ks := n.view.keys[key]; ks != nil && ks.q != nil {
 		info.Waiters = ks.q.live()
 	}
-	n.confirmed(func(err error) { done(info, err) })
+	n.confirmed(func(err error, _ int64) { done(info, err) })
 }
 
 // ForceRelease frees key through the log exactly as a release by its holder would (its
@@ -117,7 +117,7 @@ func (n *Node) ForceRelease(key []byte, token uint64, done func(uint64, error)) 
 	}
 	notHeld := func(why string) {
 		err := fmt.Errorf("%w: %s", ErrNotHeld, why)
-		n.confirmed(func(cerr error) {
+		n.confirmed(func(cerr error, _ int64) {
 			if cerr != nil {
 				err = cerr // not the leader: the leader may know better
 			}
@@ -146,18 +146,6 @@ func (n *Node) ForceRelease(key []byte, token uint64, done func(uint64, error)) 
 			}
 		}}, now)
 	}
-}
-
-// confirmed calls fn once what the node just read from its view is safe to show (see
-// fromView): with nil, or with an error of outcome NotLeader. The caller holds n.mu.
-func (n *Node) confirmed(fn func(error)) {
-	epoch := n.epoch
-	n.ap.confirm(func(err error, _ int64) {
-		if err == nil && (!n.leading || n.epoch != epoch) {
-			err = outcome.New(outcome.NotLeader, errEpochChanged)
-		}
-		fn(err)
-	})
 }
 
 func (n *Node) lockInfo(e expiry.Entry, now int64) LockInfo {

@@ -134,11 +134,7 @@ func (n *Node) fromView(c *Session, resp wire.Response, sent prometheus.Counter,
 		c.out.Reply(resp)
 		return
 	}
-	epoch := n.epoch
-	n.ap.confirm(func(err error, now int64) {
-		if err == nil && (!n.leading || n.epoch != epoch) {
-			err = errEpochChanged
-		}
+	n.confirmed(func(err error, now int64) {
 		if err != nil {
 			n.log.Debug("answer from the view not confirmed: unavailable instead", "op", resp.Op.String(), "error", err)
 			n.m.FrameError(wire.ReasonUnavailable)
@@ -158,6 +154,20 @@ func (n *Node) fromView(c *Session, resp wire.Response, sent prometheus.Counter,
 		if !c.gone {
 			c.out.Reply(resp)
 		}
+	})
+}
+
+// confirmed calls fn once what the node just read from its view is safe to use: at once in
+// single mode; in cluster mode once raft confirmed this node still leads (applier.confirm),
+// and only if the node still decides in the epoch it read in. Otherwise err is of outcome
+// NotLeader. fn runs with n.mu held, with the node's clock. The caller holds n.mu.
+func (n *Node) confirmed(fn func(err error, now int64)) {
+	epoch := n.epoch
+	n.ap.confirm(func(err error, now int64) {
+		if err == nil && (!n.leading || n.epoch != epoch) {
+			err = outcome.New(outcome.NotLeader, errEpochChanged)
+		}
+		fn(err, now)
 	})
 }
 
