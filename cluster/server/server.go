@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"runtime"
 	"sync"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/ratelog"
-	"github.com/latchd/latch/wire"
 )
 
 // Server accepts client connections and runs one session per connection against a node.
@@ -135,16 +133,9 @@ func (s *Server) refuseFor(nc net.Conn, why string, err error) {
 	if n, ok := s.fdLog.Allow(); ok {
 		s.log.Warn(why, "remote", nc.RemoteAddr().String(), "error", err, "connections", s.active.Load(), "suppressed", n)
 	}
-	nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	nc.Write(wire.AppendResponse(nil, &wire.Response{Op: wire.OpError, Reason: wire.ReasonUnavailable}))
-	if hc, ok := nc.(interface{ CloseWrite() error }); ok {
-		hc.CloseWrite()
-		// The client's hello may be unread: a short linger keeps the close from becoming a
-		// reset that could discard the E before the client reads it.
-		nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		io.Copy(io.Discard, io.LimitReader(nc, 4096))
-	}
-	nc.Close()
+	// On the accept loop, so briefly: the client's hello may be unread, and a short linger
+	// keeps the close from becoming a reset that could discard the E before it is read.
+	refuseNow(nc, 100*time.Millisecond, 100*time.Millisecond, 4096)
 }
 
 // admit starts a session for nc, making room by evicting a silent handshake if MaxConns or
@@ -198,9 +189,7 @@ func (s *Server) refuse(nc net.Conn) {
 	s.refusing <- struct{}{}
 	go func() {
 		defer func() { <-s.refusing }()
-		nc.SetWriteDeadline(time.Now().Add(time.Second))
-		nc.Write(wire.AppendResponse(nil, &wire.Response{Op: wire.OpError, Reason: wire.ReasonUnavailable}))
-		lingerClose(nc)
+		refuseNow(nc, time.Second, lingerTimeout, 1<<20)
 	}()
 }
 

@@ -252,13 +252,24 @@ func (ss *session) close() {
 // lingerClose closes nc after sending FIN and reading (and discarding) what the client still
 // sends for up to lingerTimeout: closing with unread input would make the kernel send a reset,
 // which can destroy the last reply before the client reads it.
-func lingerClose(nc net.Conn) {
+func lingerClose(nc net.Conn) { lingerCloseFor(nc, lingerTimeout, 1<<20) }
+
+// lingerCloseFor is lingerClose with its linger bounded by d and limit bytes.
+func lingerCloseFor(nc net.Conn, d time.Duration, limit int64) {
 	if hc, ok := nc.(interface{ CloseWrite() error }); ok { // TCP, and TLS over it
 		hc.CloseWrite()
-		nc.SetReadDeadline(time.Now().Add(lingerTimeout))
-		io.Copy(io.Discard, io.LimitReader(nc, 1<<20))
+		nc.SetReadDeadline(time.Now().Add(d))
+		io.Copy(io.Discard, io.LimitReader(nc, limit))
 	}
 	nc.Close()
+}
+
+// refuseNow answers nc E unavailable (owner 0: before the hello, the connection limit) within
+// write, and closes it with a linger of at most linger (section 6).
+func refuseNow(nc net.Conn, write, linger time.Duration, limit int64) {
+	nc.SetWriteDeadline(time.Now().Add(write))
+	nc.Write(wire.AppendResponse(nil, &wire.Response{Op: wire.OpError, Reason: wire.ReasonUnavailable}))
+	lingerCloseFor(nc, linger, limit)
 }
 
 // readLoop reads and handles frames until the session must end. A non-empty reason is the
