@@ -75,16 +75,16 @@ const (
 	CmdFloor CommandKind = 4
 )
 
+var commandKindNames = [...]string{
+	CmdAcquire: "acquire",
+	CmdRelease: "release",
+	CmdExpire:  "expire",
+	CmdFloor:   "floor",
+}
+
 func (k CommandKind) String() string {
-	switch k {
-	case CmdAcquire:
-		return "acquire"
-	case CmdRelease:
-		return "release"
-	case CmdExpire:
-		return "expire"
-	case CmdFloor:
-		return "floor"
+	if int(k) < len(commandKindNames) && commandKindNames[k] != "" {
+		return commandKindNames[k]
 	}
 	return fmt.Sprintf("CommandKind(%d)", uint8(k))
 }
@@ -194,26 +194,21 @@ const (
 	Invalid
 )
 
+var resultKindNames = [...]string{
+	Granted:   "granted",
+	Held:      "held",
+	Released:  "released",
+	NotHeld:   "not_held",
+	Expired:   "expired",
+	Stale:     "stale",
+	Exhausted: "exhausted",
+	Floored:   "floored",
+	Invalid:   "invalid",
+}
+
 func (k ResultKind) String() string {
-	switch k {
-	case Granted:
-		return "granted"
-	case Held:
-		return "held"
-	case Released:
-		return "released"
-	case NotHeld:
-		return "not_held"
-	case Expired:
-		return "expired"
-	case Stale:
-		return "stale"
-	case Exhausted:
-		return "exhausted"
-	case Floored:
-		return "floored"
-	case Invalid:
-		return "invalid"
+	if int(k) < len(resultKindNames) && resultKindNames[k] != "" {
+		return resultKindNames[k]
 	}
 	return fmt.Sprintf("ResultKind(%d)", uint8(k))
 }

@@ -144,39 +144,57 @@ func requestCases() []requestCase {
 func TestDecodeRequest(t *testing.T) {
 	for _, tc := range requestCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			whole := feed(t, NewRequestDecoder(), tc.in)
-			if len(whole) != 1 {
-				t.Fatalf("got %d events, want 1: %s", len(whole), dump(whole))
+			ev := decodeCase(t, NewRequestDecoder, tc.in, tc.err, tc.off, tc.want != nil)
+			if ev == nil {
+				return
 			}
-			ev := whole[0]
-			switch {
-			case tc.err != nil:
-				if !isFrameError(ev.err, tc.err, tc.off) {
-					t.Fatalf("err = %v, want %v at byte %d", ev.err, tc.err, tc.off)
-				}
-				if len(ev.raw) != tc.off {
-					t.Fatalf("consumed %d bytes of the frame before the error, want %d", len(ev.raw), tc.off)
-				}
-			case tc.want == nil:
-				if !ev.partial || !bytes.Equal(ev.raw, tc.in) {
-					t.Fatalf("want a partial frame of %d bytes, got %s", len(tc.in), dump(whole))
-				}
-			default:
-				if ev.req == nil || !bytes.Equal(ev.raw, tc.in) {
-					t.Fatalf("want one request frame of %d bytes, got %s", len(tc.in), dump(whole))
-				}
-				if !reflect.DeepEqual(ev.req, tc.want) {
-					t.Fatalf("decoded %+v\nwant    %+v", *ev.req, *tc.want)
-				}
-				if got := ev.req.Check(); got != tc.check {
-					t.Fatalf("Check() = %q, want %q", got, tc.check)
-				}
+			if ev.req == nil {
+				t.Fatalf("want a request frame, got %+v", *ev)
 			}
-			for name, chunks := range splits(tc.in) {
-				sameEvents(t, name, feed(t, NewRequestDecoder(), chunks...), whole)
+			if !reflect.DeepEqual(ev.req, tc.want) {
+				t.Fatalf("decoded %+v\nwant    %+v", *ev.req, *tc.want)
+			}
+			if got := ev.req.Check(); got != tc.check {
+				t.Fatalf("Check() = %q, want %q", got, tc.check)
 			}
 		})
 	}
+}
+
+// decodeCase runs one table case through a decoder from newDec: the input must give one
+// event, which is the structural error wantErr at byte off, a partial frame when the case
+// has neither an error nor a frame, or else one whole frame of all the input. Every way of
+// cutting the input must give the same events. It returns the event when it is a whole
+// frame, for the caller to check what was decoded, and nil otherwise.
+func decodeCase(t *testing.T, newDec func() *Decoder, in []byte, wantErr error, off int, frame bool) *event {
+	t.Helper()
+	whole := feed(t, newDec(), in)
+	if len(whole) != 1 {
+		t.Fatalf("got %d events, want 1: %s", len(whole), dump(whole))
+	}
+	for name, chunks := range splits(in) {
+		sameEvents(t, name, feed(t, newDec(), chunks...), whole)
+	}
+	ev := whole[0]
+	switch {
+	case wantErr != nil:
+		if !isFrameError(ev.err, wantErr, off) {
+			t.Fatalf("err = %v, want %v at byte %d", ev.err, wantErr, off)
+		}
+		if len(ev.raw) != off {
+			t.Fatalf("consumed %d bytes of the frame before the error, want %d", len(ev.raw), off)
+		}
+		return nil
+	case !frame:
+		if !ev.partial || !bytes.Equal(ev.raw, in) {
+			t.Fatalf("want a partial frame of %d bytes, got %s", len(in), dump(whole))
+		}
+		return nil
+	}
+	if ev.err != nil || ev.partial || !bytes.Equal(ev.raw, in) {
+		t.Fatalf("want one frame of %d bytes, got %s", len(in), dump(whole))
+	}
+	return &ev
 }
 
 type responseCase struct {
@@ -247,33 +265,15 @@ func responseCases() []responseCase {
 func TestDecodeResponse(t *testing.T) {
 	for _, tc := range responseCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			whole := feed(t, NewResponseDecoder(), tc.in)
-			if len(whole) != 1 {
-				t.Fatalf("got %d events, want 1: %s", len(whole), dump(whole))
+			ev := decodeCase(t, NewResponseDecoder, tc.in, tc.err, tc.off, tc.want != nil)
+			if ev == nil {
+				return
 			}
-			ev := whole[0]
-			switch {
-			case tc.err != nil:
-				if !isFrameError(ev.err, tc.err, tc.off) {
-					t.Fatalf("err = %v, want %v at byte %d", ev.err, tc.err, tc.off)
-				}
-				if len(ev.raw) != tc.off {
-					t.Fatalf("consumed %d bytes of the frame before the error, want %d", len(ev.raw), tc.off)
-				}
-			case tc.want == nil:
-				if !ev.partial || !bytes.Equal(ev.raw, tc.in) {
-					t.Fatalf("want a partial frame of %d bytes, got %s", len(tc.in), dump(whole))
-				}
-			default:
-				if ev.resp == nil || !bytes.Equal(ev.raw, tc.in) {
-					t.Fatalf("want one response frame of %d bytes, got %s", len(tc.in), dump(whole))
-				}
-				if *ev.resp != *tc.want {
-					t.Fatalf("decoded %+v\nwant    %+v", *ev.resp, *tc.want)
-				}
+			if ev.resp == nil {
+				t.Fatalf("want a response frame, got %+v", *ev)
 			}
-			for name, chunks := range splits(tc.in) {
-				sameEvents(t, name, feed(t, NewResponseDecoder(), chunks...), whole)
+			if *ev.resp != *tc.want {
+				t.Fatalf("decoded %+v\nwant    %+v", *ev.resp, *tc.want)
 			}
 		})
 	}
@@ -284,66 +284,57 @@ func TestDecodeResponse(t *testing.T) {
 // the buffer must give the same frames.
 func TestDecodePipelined(t *testing.T) {
 	t.Run("requests", func(t *testing.T) {
-		var all []byte
 		var frames [][]byte
 		for _, tc := range requestCases() {
 			if tc.want != nil {
-				all = append(all, tc.in...)
 				frames = append(frames, tc.in)
 			}
 		}
-		d := NewRequestDecoder()
-		rest := all
-		for i, f := range frames {
-			n, done, err := d.Decode(rest)
-			if err != nil || !done || n != len(f) {
-				t.Fatalf("frame %d: Decode = %d, %v, %v; want %d, true, nil", i, n, done, err, len(f))
-			}
-			if got := AppendRequest(nil, d.Request()); !bytes.Equal(got, f) {
-				t.Fatalf("frame %d: decoded frame re-encodes as %q, want %q", i, got, f)
-			}
-			rest = rest[n:]
-		}
-		if n, done, err := d.Decode(rest); n != 0 || done || err != nil || d.Partial() {
-			t.Fatalf("Decode at the end = %d, %v, %v, partial %v", n, done, err, d.Partial())
-		}
-		whole := feed(t, NewRequestDecoder(), all)
-		for name, chunks := range splits(all) {
-			if strings.HasPrefix(name, "cut@") && len(chunks[0])%7 != 0 {
-				continue // every cut would be quadratic; every 7th is plenty
-			}
-			sameEvents(t, name, feed(t, NewRequestDecoder(), chunks...), whole)
-		}
+		decodePipelined(t, NewRequestDecoder, frames, func(d *Decoder) []byte {
+			return AppendRequest(nil, d.Request())
+		})
 	})
 	t.Run("responses", func(t *testing.T) {
-		var all []byte
 		var frames [][]byte
 		for _, tc := range responseCases() {
 			if tc.want != nil {
-				all = append(all, tc.in...)
 				frames = append(frames, tc.in)
 			}
 		}
-		d := NewResponseDecoder()
-		rest := all
-		for i, f := range frames {
-			n, done, err := d.Decode(rest)
-			if err != nil || !done || n != len(f) {
-				t.Fatalf("frame %d: Decode = %d, %v, %v; want %d, true, nil", i, n, done, err, len(f))
-			}
-			if got := AppendResponse(nil, d.Response()); !bytes.Equal(got, f) {
-				t.Fatalf("frame %d: decoded frame re-encodes as %q, want %q", i, got, f)
-			}
-			rest = rest[n:]
-		}
-		whole := feed(t, NewResponseDecoder(), all)
-		for name, chunks := range splits(all) {
-			if strings.HasPrefix(name, "cut@") && len(chunks[0])%7 != 0 {
-				continue
-			}
-			sameEvents(t, name, feed(t, NewResponseDecoder(), chunks...), whole)
-		}
+		decodePipelined(t, NewResponseDecoder, frames, func(d *Decoder) []byte {
+			return AppendResponse(nil, d.Response())
+		})
 	})
+}
+
+// decodePipelined decodes frames laid end to end in one buffer: each Decode call must take
+// exactly one frame, which reencode must give back byte for byte, nothing may be left at the
+// end, and every way of cutting the buffer must give the same events.
+func decodePipelined(t *testing.T, newDec func() *Decoder, frames [][]byte, reencode func(*Decoder) []byte) {
+	t.Helper()
+	all := bytes.Join(frames, nil)
+	d := newDec()
+	rest := all
+	for i, f := range frames {
+		n, done, err := d.Decode(rest)
+		if err != nil || !done || n != len(f) {
+			t.Fatalf("frame %d: Decode = %d, %v, %v; want %d, true, nil", i, n, done, err, len(f))
+		}
+		if got := reencode(d); !bytes.Equal(got, f) {
+			t.Fatalf("frame %d: decoded frame re-encodes as %q, want %q", i, got, f)
+		}
+		rest = rest[n:]
+	}
+	if n, done, err := d.Decode(rest); n != 0 || done || err != nil || d.Partial() {
+		t.Fatalf("Decode at the end = %d, %v, %v, partial %v", n, done, err, d.Partial())
+	}
+	whole := feed(t, newDec(), all)
+	for name, chunks := range splits(all) {
+		if strings.HasPrefix(name, "cut@") && len(chunks[0])%7 != 0 {
+			continue // every cut would be quadratic; every 7th is plenty
+		}
+		sameEvents(t, name, feed(t, newDec(), chunks...), whole)
+	}
 }
 
 // TestDecodeOversizedStopsAt192 checks that the decoder gives up after

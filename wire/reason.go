@@ -21,7 +21,10 @@ const (
 )
 
 // Reasons lists every known reason in the order of the section 5 table.
-var Reasons = []Reason{
+var Reasons = append([]Reason(nil), reasons[:]...)
+
+// reasons is Reasons, out of the reach of callers that might change the exported slice.
+var reasons = [...]Reason{
 	ReasonBadRequest,
 	ReasonBadKey,
 	ReasonBadOwner,
@@ -63,29 +66,10 @@ func reasonByte(c byte) bool { return c >= 'a' && c <= 'z' || c == '_' }
 // knownReason returns the constant equal to b without allocating, or "" and
 // false when b is not a known reason.
 func knownReason(b []byte) (Reason, bool) {
-	switch string(b) {
-	case string(ReasonBadRequest):
-		return ReasonBadRequest, true
-	case string(ReasonBadKey):
-		return ReasonBadKey, true
-	case string(ReasonBadOwner):
-		return ReasonBadOwner, true
-	case string(ReasonBadRange):
-		return ReasonBadRange, true
-	case string(ReasonAuthRequired):
-		return ReasonAuthRequired, true
-	case string(ReasonAuthFailed):
-		return ReasonAuthFailed, true
-	case string(ReasonBadVersion):
-		return ReasonBadVersion, true
-	case string(ReasonUnavailable):
-		return ReasonUnavailable, true
-	case string(ReasonIndeterminate):
-		return ReasonIndeterminate, true
-	case string(ReasonTokenExhausted):
-		return ReasonTokenExhausted, true
-	case string(ReasonInternal):
-		return ReasonInternal, true
+	for _, r := range reasons {
+		if string(b) == string(r) {
+			return r, true
+		}
 	}
 	return "", false
 }
