@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -248,6 +249,56 @@ func TestFSMSnapshotIsPointInTime(t *testing.T) {
 	if !bytes.Equal(sink.Bytes(), want.bytes) {
 		t.Fatal("persisted snapshot is not the state at Snapshot()")
 	}
+}
+
+// TestFSMAppliesWhilePersisting: Snapshot blocks Apply only while it copies the table;
+// writing the copy out (Persist, on raft's snapshot goroutine) holds no lock, so Apply goes
+// on while a slow disk takes the snapshot. The speed of the copy itself is measured by
+// BenchmarkSnapshot1M, not asserted here.
+func TestFSMAppliesWhilePersisting(t *testing.T) {
+	f := newFSM(t, 0)
+	f.Apply(entry(t, 1, acq("a", 1)))
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	sink := &stallSink{writing: make(chan struct{}), resume: make(chan struct{})}
+	persisted := make(chan error, 1)
+	go func() { persisted <- snap.Persist(sink) }()
+	<-sink.writing
+	next := entry(t, 2, acq("b", 2))
+	applied := make(chan any, 1)
+	go func() { applied <- f.Apply(next) }()
+	select {
+	case r := <-applied:
+		if rs, ok := r.([]Result); !ok || len(rs) != 1 || rs[0].Kind != Granted {
+			t.Fatalf("Apply during Persist = %#v, want one grant", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Apply waited for a Persist in progress")
+	}
+	close(sink.resume)
+	if err := <-persisted; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stallSink is a snapshot sink whose first Write says so on writing and then waits for
+// resume.
+type stallSink struct {
+	memSink
+	writing, resume chan struct{}
+	started         bool
+}
+
+func (s *stallSink) Write(p []byte) (int, error) {
+	if !s.started {
+		s.started = true
+		close(s.writing)
+		<-s.resume
+	}
+	return s.memSink.Write(p)
 }
 
 func TestFSMPersistCancelsOnError(t *testing.T) {
