@@ -152,9 +152,7 @@ func TestRealFIFOAndTokenOrder(t *testing.T) {
 	seen := map[uint64]bool{}
 	var wg sync.WaitGroup
 	for i := range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			tk, err := cl.Acquire(ctx, "k/"+string(rune('a'+i%26))+string(rune('a'+i/26)), 0, AcquireOptions{})
 			if err != nil {
 				t.Errorf("Acquire: %v", err)
@@ -163,7 +161,7 @@ func TestRealFIFOAndTokenOrder(t *testing.T) {
 			mu.Lock()
 			seen[tk.Token] = true
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	if len(seen) != 50 {
