@@ -270,11 +270,7 @@ func TestRealTicketContextEndsAtDeadline(t *testing.T) {
 	}
 	child, cancel := context.WithCancel(ctx)
 	defer cancel()
-	select {
-	case <-child.Done():
-	case <-time.After(bound):
-		t.Fatal("ticket context not done")
-	}
+	doneWithin(t, child, bound, "ticket context not done")
 	if now := time.Now(); now.Before(tk.Deadline) {
 		t.Fatalf("ticket context done %v before its deadline", tk.Deadline.Sub(now))
 	}
