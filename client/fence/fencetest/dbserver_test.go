@@ -32,11 +32,11 @@ type dbServer struct {
 // dbSpec is what one kind of server needs: its programs and arguments, how to reach it and
 // how to stop it.
 type dbSpec struct {
-	name    string // "postgres", "mariadb": names the directory, the log and its header
-	bin     string // the directory of its programs
-	driver  string // the database/sql driver
-	adminDB string // the database CREATE DATABASE runs in
-	dsn     func(port int, db string) string
+	name    string                                     // "postgres", "mariadb": names the directory, the log and its header
+	bin     string                                     // the directory of its programs
+	driver  string                                     // the database/sql driver
+	adminDB string                                     // the database CREATE DATABASE runs in
+	dsnf    string                                     // the DSN's format, of the port and the database's name
 	initdb  func(data string) *exec.Cmd                // creates the data directory
 	server  func(dir, data string, port int) *exec.Cmd // serves it on 127.0.0.1:port
 	ready   time.Duration                              // how long it may take to take connections
@@ -117,7 +117,7 @@ func startDB(spec dbSpec) (*dbServer, error) {
 
 // awaitReady pings the server until it answers, it exits, or spec.ready has passed.
 func (s *dbServer) awaitReady() error {
-	db, err := sql.Open(s.driver, s.dsn(s.port, s.adminDB))
+	db, err := sql.Open(s.driver, s.dsn(s.adminDB))
 	if err != nil {
 		return err
 	}
@@ -142,6 +142,8 @@ func (s *dbServer) awaitReady() error {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func (s *dbServer) dsn(db string) string { return fmt.Sprintf(s.dsnf, s.port, db) }
 
 // fail returns err with the server's log, and removes its directory.
 func (s *dbServer) fail(err error) error {
@@ -170,7 +172,7 @@ func (s *dbServer) stop() {
 func (s *dbServer) newDatabase(t *testing.T) (*sql.DB, string) {
 	t.Helper()
 	name := fmt.Sprintf("fencetest_%d", s.dbs.Add(1))
-	admin, err := sql.Open(s.driver, s.dsn(s.port, s.adminDB))
+	admin, err := sql.Open(s.driver, s.dsn(s.adminDB))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +180,7 @@ func (s *dbServer) newDatabase(t *testing.T) (*sql.DB, string) {
 	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
 		t.Fatal(err)
 	}
-	dsn := s.dsn(s.port, name)
+	dsn := s.dsn(name)
 	db, err := sql.Open(s.driver, dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package fencetest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -40,7 +39,7 @@ func mariadbSpec() (dbSpec, error) {
 	}
 	return dbSpec{
 		name: "mariadb", bin: filepath.Dir(server), driver: "mysql", adminDB: "",
-		dsn: func(port int, db string) string { return fmt.Sprintf("root@tcp(127.0.0.1:%d)/%s", port, db) },
+		dsnf: "root@tcp(127.0.0.1:%d)/%s",
 		initdb: func(data string) *exec.Cmd {
 			return exec.Command(install, "--no-defaults", "--datadir="+data, "--auth-root-authentication-method=normal", "--skip-test-db")
 		},

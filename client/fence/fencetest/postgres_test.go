@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -37,9 +36,7 @@ func postgresSpec() (dbSpec, error) {
 		if isExec(filepath.Join(bin, "initdb")) && isExec(filepath.Join(bin, "postgres")) {
 			return dbSpec{
 				name: "postgres", bin: bin, driver: "pgx", adminDB: "postgres",
-				dsn: func(port int, db string) string {
-					return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", port, db)
-				},
+				dsnf: "postgres://postgres@127.0.0.1:%d/%s?sslmode=disable",
 				initdb: func(data string) *exec.Cmd {
 					return exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync")
 				},
