@@ -88,6 +88,18 @@ func (c *call) finishLocked(res wire.Response, err error) {
 	close(c.done)
 }
 
+// dueLocked returns when c's timer settles it in its state: the deadline while queued, the
+// answer deadline while sending; false once done. c.mu is held.
+func (c *call) dueLocked() (time.Time, bool) {
+	switch c.state {
+	case stateQueued:
+		return c.deadline, true
+	case stateSending:
+		return c.answerBy, true
+	}
+	return time.Time{}, false
+}
+
 // result returns the outcome once done is closed.
 func (c *call) result() (wire.Response, error) {
 	c.mu.Lock()

@@ -219,11 +219,7 @@ func (cl *Client) release(ctx context.Context, key string, token uint64, start t
 		return err
 	}
 	c.key, c.token = key, token
-	if err := cl.submit(c, internal); err != nil {
-		return err
-	}
-	cl.await(ctx, c)
-	res, err := c.result()
+	res, err := cl.exchange(ctx, c, internal)
 	if err != nil {
 		return err
 	}
@@ -250,11 +246,7 @@ func (cl *Client) Ping(ctx context.Context) error {
 		return err
 	}
 	c.bounded = true
-	if err := cl.submit(c, false); err != nil {
-		return err
-	}
-	cl.await(ctx, c)
-	res, err := c.result()
+	res, err := cl.exchange(ctx, c, false)
 	if err != nil {
 		return err
 	}
@@ -262,6 +254,15 @@ func (cl *Client) Ping(ctx context.Context) error {
 		return &ServerError{Reason: res.Reason}
 	}
 	return nil
+}
+
+// exchange submits c, waits until it is settled and returns its answer or error.
+func (cl *Client) exchange(ctx context.Context, c *call, internal bool) (wire.Response, error) {
+	if err := cl.submit(c, internal); err != nil {
+		return wire.Response{}, err
+	}
+	cl.await(ctx, c)
+	return c.result()
 }
 
 // compensate releases a granted token the caller will never see, in the background, with

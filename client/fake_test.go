@@ -138,12 +138,7 @@ func TestFakeAuthFailures(t *testing.T) {
 }
 
 func TestFakeUnsentFailoverDialRefused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := clustertest.DeadAddr(t)
 	fs := newFakeServer(t)
 	cl := newTestClient(t, Config{Servers: []string{dead, fs.addr}, Conns: 1, FirstOwner: 500})
 	ch := acquireAsync(cl, context.Background(), "fo", 0, AcquireOptions{})

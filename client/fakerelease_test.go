@@ -80,11 +80,7 @@ func TestFakeDeliveryGateBudget(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	clk.Advance(time.Nanosecond)
-	select {
-	case <-ctx.Done():
-	case <-time.After(bound):
-		t.Fatal("ticket context not done at its deadline")
-	}
+	doneWithin(t, ctx, bound, "ticket context not done at its deadline")
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatalf("Err %v", ctx.Err())
 	}
@@ -164,8 +160,7 @@ func TestFakeRelease(t *testing.T) {
 		fs := newFakeServer(t)
 		cl := fakeClient(t, clk, fs.addr)
 		fc := fs.next(t)
-		done := make(chan error, 1)
-		go func() { done <- cl.Release(context.Background(), "r", 4) }()
+		done := releaseAsync(cl, context.Background(), "r", 4)
 		r := fc.expect(t, wire.OpRelease)
 		if r.Token != 4 || string(r.Key) != "r" {
 			t.Fatalf("release %+v", r)
@@ -177,13 +172,8 @@ func TestFakeRelease(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 		clk.Advance(time.Nanosecond)
-		select {
-		case err := <-done:
-			if !errors.Is(err, ErrIndeterminate) {
-				t.Fatalf("Release: %v, want ErrIndeterminate", err)
-			}
-		case <-time.After(bound):
-			t.Fatal("Release did not return")
+		if err := waitErr(t, done, bound, "Release"); !errors.Is(err, ErrIndeterminate) {
+			t.Fatalf("Release: %v, want ErrIndeterminate", err)
 		}
 		fc.closed(t, bound)
 	})
@@ -192,8 +182,7 @@ func TestFakeRelease(t *testing.T) {
 			fs := newFakeServer(t)
 			cl := newTestClient(t, Config{Servers: []string{fs.addr}, Conns: 1})
 			fc := fs.next(t)
-			done := make(chan error, 1)
-			go func() { done <- cl.Release(context.Background(), "r", 4) }()
+			done := releaseAsync(cl, context.Background(), "r", 4)
 			r1 := fc.expect(t, wire.OpRelease)
 			fc.nc.Close() // the answer is lost with the connection
 			fc2 := fs.next(t)
@@ -202,7 +191,7 @@ func TestFakeRelease(t *testing.T) {
 				t.Fatalf("resend %+v, want %+v", r2, r1)
 			}
 			fc2.send(t, short(answer, r2.Owner))
-			err := <-done
+			err := waitErr(t, done, bound, "Release")
 			if answer == wire.OpRelease && err != nil {
 				t.Fatalf("Release: %v", err)
 			}

@@ -67,35 +67,40 @@ func newFakeServer(t *testing.T, opts ...fakeOption) *fakeServer {
 	if fs.tls != nil {
 		fs.ln = tls.NewListener(ln, fs.tls)
 	}
-	fs.wg.Add(1)
-	go fs.accept()
+	serve(fs.ln, &fs.wg, fs.accept)
 	t.Cleanup(fs.close)
 	return fs
 }
 
-func (fs *fakeServer) accept() {
-	defer fs.wg.Done()
-	for {
-		nc, err := fs.ln.Accept()
-		if err != nil {
-			return
-		}
-		fs.accepted.Add(1)
-		fc := &fakeConn{nc: nc, dec: wire.NewRequestDecoder(), buf: make([]byte, 4096)}
-		fs.mu.Lock()
-		fs.all = append(fs.all, fc)
-		fs.mu.Unlock()
-		fs.wg.Add(1)
-		go func() {
-			defer fs.wg.Done()
-			if err := fs.handshake(fc); err != nil {
-				nc.Close()
+// serve accepts connections on ln until it is closed, in a goroutine counted in wg, and
+// hands each to accept.
+func serve(ln net.Listener, wg *sync.WaitGroup, accept func(net.Conn)) {
+	wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
 				return
 			}
-			fs.handshook.Add(1)
-			fs.conns <- fc
-		}()
-	}
+			accept(nc)
+		}
+	})
+}
+
+// accept handshakes nc in its own goroutine.
+func (fs *fakeServer) accept(nc net.Conn) {
+	fs.accepted.Add(1)
+	fc := &fakeConn{nc: nc, dec: wire.NewRequestDecoder(), buf: make([]byte, 4096)}
+	fs.mu.Lock()
+	fs.all = append(fs.all, fc)
+	fs.mu.Unlock()
+	fs.wg.Go(func() {
+		if err := fs.handshake(fc); err != nil {
+			nc.Close()
+			return
+		}
+		fs.handshook.Add(1)
+		fs.conns <- fc
+	})
 }
 
 func (fs *fakeServer) handshake(fc *fakeConn) error {
@@ -281,67 +286,62 @@ func newProxy(t *testing.T, upstream string, hold chan struct{}) *proxy {
 		t.Fatalf("listen: %v", err)
 	}
 	p := &proxy{ln: ln, addr: ln.Addr().String(), upstream: upstream, hold: hold}
-	p.wg.Add(1)
-	go p.accept()
+	serve(ln, &p.wg, p.accept)
 	t.Cleanup(p.close)
 	return p
 }
 
-func (p *proxy) accept() {
-	defer p.wg.Done()
+// accept dials the upstream for c and copies both ways, recording c's frames.
+func (p *proxy) accept(c net.Conn) {
+	s, err := net.Dial("tcp", p.upstream)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.socks = append(p.socks, c, s)
+	p.mu.Unlock()
+	p.wg.Go(func() {
+		io.Copy(c, s)
+		c.Close()
+	})
+	p.wg.Go(func() {
+		defer s.Close()
+		if p.hold != nil {
+			<-p.hold
+		}
+		p.record(c, s)
+	})
+}
+
+// record copies c to s until either ends, decoding and recording each frame.
+func (p *proxy) record(c, s net.Conn) {
+	dec := wire.NewRequestDecoder()
+	buf := make([]byte, 4096)
 	for {
-		c, err := p.ln.Accept()
+		n, err := c.Read(buf)
+		for b := buf[:n]; len(b) > 0; {
+			m, done, derr := dec.Decode(b)
+			b = b[m:]
+			if derr != nil {
+				break
+			}
+			if done {
+				r := *dec.Request()
+				r.Key = append([]byte(nil), r.Key...)
+				p.mu.Lock()
+				p.frames = append(p.frames, r)
+				p.mu.Unlock()
+			}
+		}
+		if n > 0 {
+			if _, werr := s.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
 		if err != nil {
 			return
 		}
-		s, err := net.Dial("tcp", p.upstream)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.socks = append(p.socks, c, s)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go func() {
-			defer p.wg.Done()
-			io.Copy(c, s)
-			c.Close()
-		}()
-		go func() {
-			defer p.wg.Done()
-			defer s.Close()
-			if p.hold != nil {
-				<-p.hold
-			}
-			dec := wire.NewRequestDecoder()
-			buf := make([]byte, 4096)
-			for {
-				n, err := c.Read(buf)
-				for b := buf[:n]; len(b) > 0; {
-					m, done, derr := dec.Decode(b)
-					b = b[m:]
-					if derr != nil {
-						break
-					}
-					if done {
-						r := *dec.Request()
-						r.Key = append([]byte(nil), r.Key...)
-						p.mu.Lock()
-						p.frames = append(p.frames, r)
-						p.mu.Unlock()
-					}
-				}
-				if n > 0 {
-					if _, werr := s.Write(buf[:n]); werr != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
 	}
 }
 

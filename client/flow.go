@@ -280,23 +280,17 @@ func (cl *Client) expire(c *call) (time.Time, bool) {
 	q := cl.q
 	q.mu.Lock()
 	c.mu.Lock()
+	if at, ok := c.dueLocked(); ok && now.Before(at) {
+		c.mu.Unlock()
+		q.mu.Unlock()
+		return at, true
+	}
 	var closeConn *conn
 	switch c.state {
 	case stateQueued:
-		if now.Before(c.deadline) {
-			c.mu.Unlock()
-			q.mu.Unlock()
-			return c.deadline, true
-		}
 		q.removeLocked(c)
 		c.finishLocked(wire.Response{}, cl.unsentErr(c))
 	case stateSending:
-		if now.Before(c.answerBy) {
-			at := c.answerBy
-			c.mu.Unlock()
-			q.mu.Unlock()
-			return at, true
-		}
 		closeConn = c.cn
 		c.finishLocked(wire.Response{}, cl.noAnswerErr(c, closeConn))
 	}

@@ -95,6 +95,35 @@ func pending(t *testing.T, ch <-chan result, d time.Duration) {
 	}
 }
 
+// releaseAsync runs Release in a goroutine and returns where its error will arrive.
+func releaseAsync(cl *Client, ctx context.Context, key string, token uint64) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- cl.Release(ctx, key, token) }()
+	return ch
+}
+
+// waitErr returns the error from ch, failing the test after within, naming what it waited for.
+func waitErr(t *testing.T, ch <-chan error, within time.Duration, what string) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(within):
+		t.Fatalf("%s: no result within %v", what, within)
+		return nil
+	}
+}
+
+// doneWithin fails the test with msg if ctx is not done within d.
+func doneWithin(t *testing.T, ctx context.Context, d time.Duration, msg string) {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+		t.Fatal(msg)
+	}
+}
+
 // realServer is a single-mode latch node and its server on 127.0.0.1.
 type realServer struct {
 	addr string

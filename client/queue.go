@@ -61,23 +61,12 @@ func (q *queue) idleLocked() *conn {
 func (q *queue) linkLocked(c *call, front bool) {
 	c.state, c.cn = stateQueued, nil
 	c.inQueue = true
+	prev, next := q.tail, (*call)(nil)
 	if front {
-		c.next = q.head
-		if q.head != nil {
-			q.head.prev = c
-		} else {
-			q.tail = c
-		}
-		q.head = c
-	} else {
-		c.prev = q.tail
-		if q.tail != nil {
-			q.tail.next = c
-		} else {
-			q.head = c
-		}
-		q.tail = c
+		prev, next = nil, q.head
 	}
+	q.join(prev, c)
+	q.join(c, next)
 	q.n++
 	if c.bounded {
 		q.bounded++
@@ -90,20 +79,26 @@ func (q *queue) removeLocked(c *call) {
 	if !c.inQueue {
 		return
 	}
-	if c.prev != nil {
-		c.prev.next = c.next
-	} else {
-		q.head = c.next
-	}
-	if c.next != nil {
-		c.next.prev = c.prev
-	} else {
-		q.tail = c.prev
-	}
+	q.join(c.prev, c.next)
 	c.prev, c.next, c.inQueue = nil, nil, false
 	q.n--
 	if c.bounded {
 		q.bounded--
+	}
+}
+
+// join makes b follow a in the queue: a nil a makes b the head, a nil b makes a the tail.
+// q.mu is held.
+func (q *queue) join(a, b *call) {
+	if a != nil {
+		a.next = b
+	} else {
+		q.head = b
+	}
+	if b != nil {
+		b.prev = a
+	} else {
+		q.tail = a
 	}
 }
 

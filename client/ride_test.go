@@ -7,7 +7,6 @@ package client
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,26 +122,15 @@ func TestRideReleaseRetriedWithinItsBound(t *testing.T) {
 	fs := newFakeServer(t)
 	e := newElecting(t, fs)
 	cl := newTestClient(t, Config{Servers: []string{fs.addr}, Conns: 1})
-	done := make(chan error, 1)
-	go func() { done <- cl.Release(context.Background(), "rel", 12) }()
+	done := releaseAsync(cl, context.Background(), "rel", 12)
 	e.elect(t, 3, time.Second)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Release through an election: %v", err)
-		}
-	case <-time.After(bound):
-		t.Fatal("no release result")
+	if err := waitErr(t, done, bound, "Release through an election"); err != nil {
+		t.Fatalf("Release through an election: %v", err)
 	}
 }
 
 func TestRideDialRefusedThenAccepted(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := clustertest.DeadAddr(t)
 	cl := newTestClient(t, Config{Servers: []string{addr}, Conns: 1})
 	ch := acquireAsync(cl, context.Background(), "dial", 0, AcquireOptions{Wait: 10 * time.Second})
 	eventually(t, bound, "dials refused", func() bool { return cl.Stats().DialFailures >= 2 })

@@ -152,9 +152,7 @@ func TestRealFIFOAndTokenOrder(t *testing.T) {
 	seen := map[uint64]bool{}
 	var wg sync.WaitGroup
 	for i := range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			tk, err := cl.Acquire(ctx, "k/"+string(rune('a'+i%26))+string(rune('a'+i/26)), 0, AcquireOptions{})
 			if err != nil {
 				t.Errorf("Acquire: %v", err)
@@ -163,7 +161,7 @@ func TestRealFIFOAndTokenOrder(t *testing.T) {
 			mu.Lock()
 			seen[tk.Token] = true
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	if len(seen) != 50 {
@@ -272,11 +270,7 @@ func TestRealTicketContextEndsAtDeadline(t *testing.T) {
 	}
 	child, cancel := context.WithCancel(ctx)
 	defer cancel()
-	select {
-	case <-child.Done():
-	case <-time.After(bound):
-		t.Fatal("ticket context not done")
-	}
+	doneWithin(t, child, bound, "ticket context not done")
 	if now := time.Now(); now.Before(tk.Deadline) {
 		t.Fatalf("ticket context done %v before its deadline", tk.Deadline.Sub(now))
 	}

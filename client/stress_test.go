@@ -21,9 +21,7 @@ func TestRealStress(t *testing.T) {
 
 	stop := make(chan struct{})
 	var cutter sync.WaitGroup
-	cutter.Add(1)
-	go func() {
-		defer cutter.Done()
+	cutter.Go(func() {
 		for {
 			select {
 			case <-stop:
@@ -32,16 +30,14 @@ func TestRealStress(t *testing.T) {
 				p.cut()
 			}
 		}
-	}()
+	})
 
 	const workers, rounds, keys = 40, 25, 5
 	var holders [keys]atomic.Int32
 	var granted, other atomic.Int32
 	var wg sync.WaitGroup
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for r := range rounds {
 				k := (w + r) % keys
 				key := fmt.Sprintf("stress/%d", k)
@@ -77,7 +73,7 @@ func TestRealStress(t *testing.T) {
 					t.Errorf("Release: unexpected %v", err)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(stop)

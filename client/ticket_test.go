@@ -8,15 +8,23 @@ import (
 	"time"
 )
 
-func TestTicketContextTakenBeforeRelease(t *testing.T) {
+// heldTicket starts a real server and a client, and acquires key with lease; ctx ends after
+// bound (and at cleanup).
+func heldTicket(t *testing.T, key string, lease time.Duration) (*Client, context.Context, *Ticket) {
+	t.Helper()
 	rs := startReal(t, nil)
 	cl := newTestClient(t, Config{Servers: []string{rs.addr}})
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
-	tk, err := cl.Acquire(ctx, "k", 0, AcquireOptions{Lease: time.Minute})
+	t.Cleanup(cancel)
+	tk, err := cl.Acquire(ctx, key, 0, AcquireOptions{Lease: lease})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cl, ctx, tk
+}
+
+func TestTicketContextTakenBeforeRelease(t *testing.T) {
+	_, ctx, tk := heldTicket(t, "k", time.Minute)
 	work := tk.Context()
 	if dl, ok := work.Deadline(); !ok || !dl.Equal(tk.Deadline) {
 		t.Fatalf("Deadline() = %v %v, want %v", dl, ok, tk.Deadline)
@@ -30,11 +38,7 @@ func TestTicketContextTakenBeforeRelease(t *testing.T) {
 	if err := tk.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-work.Done():
-	case <-time.After(bound):
-		t.Fatal("context not done after Release")
-	}
+	doneWithin(t, work, bound, "context not done after Release")
 	if !errors.Is(work.Err(), context.Canceled) {
 		t.Fatalf("Err() = %v, want Canceled", work.Err())
 	}
@@ -43,14 +47,7 @@ func TestTicketContextTakenBeforeRelease(t *testing.T) {
 // A second Release of a ticket sends nothing: it returns ErrAlreadyReleased even with the
 // client closed (a call would be ErrClosed).
 func TestTicketReleaseIdempotent(t *testing.T) {
-	rs := startReal(t, nil)
-	cl := newTestClient(t, Config{Servers: []string{rs.addr}})
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
-	tk, err := cl.Acquire(ctx, "twice", 0, AcquireOptions{Lease: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, ctx, tk := heldTicket(t, "twice", time.Minute)
 	if err := tk.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -63,16 +60,9 @@ func TestTicketReleaseIdempotent(t *testing.T) {
 // A release after the ticket's deadline that finds the lock not held says that the lease
 // had ended (ErrLeaseEnded, with ErrNotHeld), not that work may have overlapped.
 func TestTicketReleaseAfterDeadlineSaysLeaseEnded(t *testing.T) {
-	rs := startReal(t, nil)
-	cl := newTestClient(t, Config{Servers: []string{rs.addr}})
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
-	tk, err := cl.Acquire(ctx, "late", 0, AcquireOptions{Lease: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ctx, tk := heldTicket(t, "late", time.Second)
 	time.Sleep(time.Until(tk.Deadline) + 1500*time.Millisecond) // past the server's lease too
-	err = tk.Release(ctx)
+	err := tk.Release(ctx)
 	if !errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrLeaseEnded) {
 		t.Fatalf("Release after the deadline: %v, want ErrNotHeld and ErrLeaseEnded", err)
 	}

@@ -52,8 +52,7 @@ func TestPingNeverOverlapsAnInlineWrite(t *testing.T) {
 	eventually(t, bound, "ping timer", func() bool { return clk.HasTimerAt(start.Add(10 * time.Second)) })
 	clk.Advance(10 * time.Second)
 	<-oc.pingEntered
-	res := make(chan error, 1)
-	go func() { res <- cl.Release(context.Background(), "jobs/nightly", 5) }()
+	res := releaseAsync(cl, context.Background(), "jobs/nightly", 5)
 
 	ping := fc.expect(t, wire.OpPing)
 	rel := fc.expect(t, wire.OpRelease)
@@ -61,13 +60,8 @@ func TestPingNeverOverlapsAnInlineWrite(t *testing.T) {
 		t.Fatalf("the server read release token %d key %q, want 5 %q", rel.Token, rel.Key, "jobs/nightly")
 	}
 	fc.send(t, wire.Response{Op: wire.OpPing, Owner: ping.Owner}, wire.Response{Op: wire.OpRelease, Owner: rel.Owner})
-	select {
-	case err := <-res:
-		if err != nil {
-			t.Fatalf("Release = %v, want nil", err)
-		}
-	case <-time.After(bound):
-		t.Fatal("Release did not return")
+	if err := waitErr(t, res, bound, "Release"); err != nil {
+		t.Fatalf("Release = %v, want nil", err)
 	}
 	if oc.overlapped.Load() {
 		t.Fatal("two writes were in progress on one connection at once")

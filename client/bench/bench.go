@@ -72,9 +72,7 @@ func Run(ctx context.Context, cfg Config) Result {
 		w := &worker{errs: map[string]int64{}}
 		workers[i] = w
 		key, slot := cfg.Prefix+strconv.Itoa(i%keys), &last[i%keys]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for !stopping.Load() && wctx.Err() == nil {
 				t0 := time.Now()
 				t, err := cl.Acquire(wctx, key, 0, cfg.Options)
@@ -105,7 +103,7 @@ func Run(ctx context.Context, cfg Config) Result {
 					w.rel = append(w.rel, t2.Sub(t1))
 				}
 			}
-		}()
+		})
 	}
 
 	sleep(ctx, cfg.Warmup)

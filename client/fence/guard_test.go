@@ -160,9 +160,7 @@ func TestGuardConcurrentWriters(t *testing.T) {
 	var order []uint64 // tokens in the order their writes ran
 	var wg sync.WaitGroup
 	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range each {
 				tok := uint64(i*writers + w + 1)
 				err := g.Do("shared", tok, func() error {
@@ -176,7 +174,7 @@ func TestGuardConcurrentWriters(t *testing.T) {
 				}
 				g.Accept(fmt.Sprintf("w%d-%d", w, i%8), tok) // churn other resources past the limit
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	for i := 1; i < len(order); i++ {

@@ -94,9 +94,7 @@ func TestMiddlewareConcurrent(t *testing.T) {
 	const clients, each = 4, 25
 	var wg sync.WaitGroup
 	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range each {
 				tok := strconv.Itoa(i*clients + c + 1)
 				code, _, _ := put(t, url+"/x", tok, tok)
@@ -104,7 +102,7 @@ func TestMiddlewareConcurrent(t *testing.T) {
 					t.Errorf("token %s: %d", tok, code)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if got := get("/x"); got != strconv.Itoa(clients*each) {

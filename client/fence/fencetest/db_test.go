@@ -211,9 +211,7 @@ func testConcurrentWriters(t *testing.T, s *store) {
 	var accepted, refused sync.Map
 	var wg sync.WaitGroup
 	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range each {
 				tok := uint64(i*writers + w + 1)
 				prev, err := s.write(ctx, "reports", tok, fmt.Sprint("by ", tok))
@@ -234,7 +232,7 @@ func testConcurrentWriters(t *testing.T, s *store) {
 					accepted.Store(tok, true)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	n := 0

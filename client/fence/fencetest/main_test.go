@@ -12,8 +12,8 @@ func TestMain(m *testing.M) {
 		os.Exit(writerMain())
 	}
 	code := m.Run()
-	stopPostgres()
-	stopMariaDB()
+	pg.stop()
+	my.stop()
 	removeLatch()
 	os.Exit(code)
 }
