@@ -24,12 +24,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// Secrets of at least wire.MinSecretLen bytes.
-var (
-	secretOld   = []byte("latch-peer-test-secret-old-0123456789abcdef")
-	secretNew   = []byte("latch-peer-test-secret-new-fedcba9876543210")
-	secretWrong = []byte("latch-peer-test-secret-wrong-000000000000000")
-)
+// Secrets of at least wire.MinSecretLen bytes; secretWrong is held by no node. The vectors
+// in docs/vectors/peer_handshake.json are computed over them.
+var secretOld, secretNew, secretWrong = clustertest.Secrets()
 
 // slack bounds every wait for something that should happen at once.
 const slack = 5 * time.Second
