@@ -10,6 +10,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +45,31 @@ func testConfig(t *testing.T, secrets ...[]byte) Config {
 	cfg.Logger = testLogger(t)
 	cfg.HandshakeTimeout = 2 * time.Second
 	return cfg
+}
+
+// inModes runs f as a subtest for each listener mode named: "plain" (no secret), "secret"
+// (secretNew) and "tls" (mutual TLS for node n1 from a CA made for the test, and secretNew).
+// The Config f gets is made with the subtest's t.
+func inModes(t *testing.T, f func(t *testing.T, cfg Config), modes ...string) {
+	t.Helper()
+	var ca *testCA
+	if slices.Contains(modes, "tls") {
+		ca = newCA(t, "cluster")
+	}
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			switch mode {
+			case "plain":
+				f(t, testConfig(t))
+			case "secret":
+				f(t, testConfig(t, secretNew))
+			case "tls":
+				f(t, ca.config(t, "n1", secretNew))
+			default:
+				t.Fatalf("no listener mode %q", mode)
+			}
+		})
+	}
 }
 
 // listen starts a Mux on 127.0.0.1 and closes it when the test ends.
