@@ -26,12 +26,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// Secrets of at least 32 bytes.
-var (
-	secretOne   = []byte("client-test-secret-one-0123456789abcdef")
-	secretTwo   = []byte("client-test-secret-two-fedcba9876543210")
-	secretWrong = []byte("client-test-secret-not-configured-000000")
-)
+// Secrets of at least 32 bytes; secretWrong is configured on no server.
+var secretOne, secretTwo, secretWrong = clustertest.Secrets()
 
 // bound is the generous limit for anything that should happen "soon" in real time.
 const bound = 10 * time.Second

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,7 +61,7 @@ func liveHeap() float64 {
 func clusterMemory(b *testing.B) (view, follower float64) {
 	ms := startMembers(b)
 	lead := ms.leader(b)
-	fillCluster(b, lead.node)
+	fillLeases(b, lead.node, memKeys, 30)
 	for _, m := range ms {
 		clustertest.Eventually(b, time.Minute, m.id+" applied every grant", func() bool {
 			return m.raft.FSM().Len() == memKeys
@@ -241,27 +240,4 @@ func (s *slots) Reply(r wire.Response) {
 		s.first.Store(r)
 	}
 	<-s.free // never blocks: every acquire took a slot before it was made
-}
-
-func fillCluster(b *testing.B, n *cluster.Node) {
-	s := &slots{free: make(chan struct{}, window)}
-	c := n.Attach(s)
-	key := make([]byte, 0, 32)
-	deadline := time.Now().Add(10 * time.Minute)
-	for i := range memKeys {
-		select {
-		case s.free <- struct{}{}:
-		case <-time.After(time.Until(deadline)):
-			b.Fatalf("fill: %d of %d acquires made in 10 minutes", i, memKeys)
-		}
-		key = append(key[:0], "lock/"...)
-		key = strconv.AppendInt(key, int64(10_000_000+i), 10)
-		n.Acquire(c, uint64(i+1), key, 0, 30, n.Now())
-	}
-	clustertest.Eventually(b, time.Minute, "every acquire answered", func() bool {
-		return s.grants.Load()+s.failed.Load() == memKeys
-	})
-	if f := s.failed.Load(); f != 0 {
-		b.Fatalf("%d acquires not granted, first: %+v", f, s.first.Load())
-	}
 }

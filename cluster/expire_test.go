@@ -34,8 +34,7 @@ func TestClusterWaiterGrantedAtLeaseEnd(t *testing.T) {
 // The timer follows the earliest deadline: an earlier grant moves it earlier, a later one
 // costs no timer, and after it fires it is set for the next deadline.
 func TestExpiryTimerRearmedForEarlierLease(t *testing.T) {
-	h, log := newReplicated(t)
-	h.n.Lead()
+	h, log := leadingReplicated(t)
 	start := h.clock.Now()
 	c, r := h.conn()
 	at := func(d time.Duration) bool { return h.clock.HasTimerAt(start.Add(d)) }
@@ -188,15 +187,23 @@ func TestExpiryLaneBoundedUnderMillionDue(t *testing.T) {
 	}
 }
 
+// leadingOnLane is a leading node on a laneLog that never refuses for a full queue, whose
+// expiry lane has at most inFlight expiries out, in groups of at most group commands.
+func leadingOnLane(t *testing.T, inFlight, group int) (*harness, *laneLog) {
+	t.Helper()
+	log := &laneLog{fakeLog: newFakeLog(t), maxQueue: 1 << 20}
+	h := newHarness(t, func(c *Config) {
+		c.Replicated = &Replicated{Propose: log, State: log, Confirm: log, ExpiryInFlight: inFlight, ExpiryGroup: group}
+	})
+	h.n.Lead()
+	return h, log
+}
+
 // With a lane smaller than a group, expiries still go on as results come back, never more
 // than the bound out at once, until every due lease is freed; the grant behind an expiry
 // shares its group.
 func TestExpiryLaneSmallBound(t *testing.T) {
-	log := &laneLog{fakeLog: newFakeLog(t), maxQueue: 1 << 20}
-	h := newHarness(t, func(c *Config) {
-		c.Replicated = &Replicated{Propose: log, State: log, Confirm: log, ExpiryInFlight: 3, ExpiryGroup: 4}
-	})
-	h.n.Lead()
+	h, log := leadingOnLane(t, 3, 4)
 	a, ra := h.conn()
 	for i := range 10 {
 		h.acquire(a, uint64(i+1), "k"+strconv.Itoa(i), 0, 2)
@@ -225,11 +232,7 @@ func TestExpiryLaneSmallBound(t *testing.T) {
 // full), goes into one group right behind the key's expiry and is granted, wait 0 or not:
 // the lock was free when it arrived, so neither T nor a wait is the right answer.
 func TestAcquireBehindALazyExpiryIsGranted(t *testing.T) {
-	log := &laneLog{fakeLog: newFakeLog(t), maxQueue: 1 << 20}
-	h := newHarness(t, func(c *Config) {
-		c.Replicated = &Replicated{Propose: log, State: log, Confirm: log, ExpiryInFlight: 1, ExpiryGroup: 2}
-	})
-	h.n.Lead()
+	h, log := leadingOnLane(t, 1, 2)
 	a, ra := h.conn()
 	h.acquire(a, 1, "k0", 0, 2)
 	h.acquire(a, 2, "k1", 0, 2)

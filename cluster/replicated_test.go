@@ -107,12 +107,19 @@ func newReplicated(t *testing.T) (*harness, *fakeLog) {
 	return h, log
 }
 
+// leadingReplicated is newReplicated, leading.
+func leadingReplicated(t *testing.T) (*harness, *fakeLog) {
+	t.Helper()
+	h, log := newReplicated(t)
+	h.n.Lead()
+	return h, log
+}
+
 // leadingWithHolder is newReplicated leading, with a's acquire of "k" for lease seconds
 // granted and answered: it returns a, what a received from then on, and the token.
 func leadingWithHolder(t *testing.T, lease uint16) (*harness, *fakeLog, *Session, *recorder, uint64) {
 	t.Helper()
-	h, log := newReplicated(t)
-	h.n.Lead()
+	h, log := leadingReplicated(t)
 	a, ra := h.conn()
 	h.acquire(a, 1, "k", 0, lease)
 	log.commit()
@@ -144,8 +151,7 @@ func TestFollowerRefusesUntilLead(t *testing.T) {
 }
 
 func TestReplicatedGrantAndHandoffInOneCommit(t *testing.T) {
-	h, log := newReplicated(t)
-	h.n.Lead()
+	h, log := leadingReplicated(t)
 	a, ra := h.conn()
 	b, rb := h.conn()
 	h.acquire(a, 1, "k", 0, 30)
@@ -178,8 +184,7 @@ func TestReplicatedGrantAndHandoffInOneCommit(t *testing.T) {
 }
 
 func TestReplicatedRaceOnAFreeKey(t *testing.T) {
-	h, log := newReplicated(t)
-	h.n.Lead()
+	h, log := leadingReplicated(t)
 	a, ra := h.conn()
 	b, rb := h.conn()
 	c, rc := h.conn()
@@ -200,8 +205,7 @@ func TestReplicatedRaceOnAFreeKey(t *testing.T) {
 }
 
 func TestReplicatedOutcomes(t *testing.T) {
-	h, log := newReplicated(t)
-	h.n.Lead()
+	h, log := leadingReplicated(t)
 	a, ra := h.conn()
 	h.acquire(a, 1, "k", 0, 30)
 	log.failAll(ErrNotApplied)
@@ -219,8 +223,7 @@ func TestReplicatedOutcomes(t *testing.T) {
 }
 
 func TestReplicatedViewHealsAMissedGrant(t *testing.T) {
-	h, log := newReplicated(t)
-	h.n.Lead()
+	h, log := leadingReplicated(t)
 	// A grant applied behind the view's back (its result was lost as maybe-applied).
 	log.Read(func(t *fsm.Table) { t.ApplyCommand(fsm.Command{Kind: fsm.CmdAcquire, Key: []byte("k"), Lease: 5}) })
 	a, ra := h.conn()

@@ -12,6 +12,16 @@ import (
 // holder does not come back as planned: the view must never keep a key blocked (every later
 // acquire T) that the log has freed, and never free one early.
 
+// newcomerGranted checks that nothing holds "k" any more: a new session's acquire of it
+// (owner 2, waiting wait seconds) is granted once the log commits it.
+func newcomerGranted(t *testing.T, h *harness, log *fakeLog, wait uint8) {
+	t.Helper()
+	b, rb := h.conn()
+	h.acquire(b, 2, "k", wait, 30)
+	log.commit()
+	want(t, rb.one(t), wire.OpAcquire, 2)
+}
+
 // A release that fails (not applied, e.g. a full proposal queue) keeps the holder, and its
 // lease still ends: the expiry the sweep skipped while the release was out is armed again.
 func TestFailedReleaseKeepsTheLeaseRunning(t *testing.T) {
@@ -42,8 +52,7 @@ func TestFailedReleaseKeepsTheLeaseRunning(t *testing.T) {
 // An expiry answered "maybe applied" that did apply: its retry comes back stale, and the view
 // takes the log's word that the key is free, so a waiter gets it.
 func TestStaleExpiryRetryFreesTheKey(t *testing.T) {
-	h, log := newReplicated(t)
-	h.n.Lead()
+	h, log := leadingReplicated(t)
 	a, ra := h.conn()
 	h.acquire(a, 1, "k", 0, 2)
 	log.commit()
@@ -62,18 +71,14 @@ func TestStaleExpiryRetryFreesTheKey(t *testing.T) {
 	if cmds := log.commit(); len(cmds) != 1 || cmds[0].Kind != fsm.CmdExpire {
 		t.Fatalf("retry entries %s, want the expiry again", kinds(cmds))
 	}
-	b, rb := h.conn()
-	h.acquire(b, 2, "k", 5, 30)
-	log.commit()
-	want(t, rb.one(t), wire.OpAcquire, 2)
+	newcomerGranted(t, h, log, 5)
 }
 
 // A grant whose result arrives after a new term began (Follow, then Lead rebuilt the view
 // from the log with that grant in it), for a client that has left: it is given back through
 // the view, so the key is free at once instead of looking held until its lease ends.
 func TestLateGrantGivenBackInTheNewEpoch(t *testing.T) {
-	h, log := newReplicated(t)
-	h.n.Lead()
+	h, log := leadingReplicated(t)
 	a, _ := h.conn()
 	h.acquire(a, 1, "k", 0, 30)
 	q := log.take()
@@ -87,17 +92,13 @@ func TestLateGrantGivenBackInTheNewEpoch(t *testing.T) {
 	if cmds := log.commit(); len(cmds) != 1 || cmds[0].Kind != fsm.CmdRelease || cmds[0].Token != r.Token {
 		t.Fatalf("entries %s, want the give-back release of token %d", kinds(cmds), r.Token)
 	}
-	b, rb := h.conn()
-	h.acquire(b, 2, "k", 0, 30)
-	log.commit()
-	want(t, rb.one(t), wire.OpAcquire, 2)
+	newcomerGranted(t, h, log, 0)
 }
 
 // An acquire proposed before Drain whose answer is Held is not queued: Drain stopped
 // granting, so it is answered E unavailable (never granted: the client may go elsewhere).
 func TestDrainDoesNotQueueAHeldAnswer(t *testing.T) {
-	h, log := newReplicated(t)
-	h.n.Lead()
+	h, log := leadingReplicated(t)
 	a, ra := h.conn()
 	b, rb := h.conn()
 	h.acquire(a, 1, "k", 0, 30)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 )
 
@@ -34,6 +35,19 @@ func fill(b *testing.B, n *Node, c *Session, lease uint16, at time.Time) {
 	}
 }
 
+// scaleNode is a single-mode node on a fake clock with room for twice scaleKeys, and a
+// Replier for its sessions.
+func scaleNode(b *testing.B) (*Node, *clustertest.FakeClock, *discard) {
+	clk := newFakeClock()
+	cfg := DefaultConfig()
+	cfg.Clock, cfg.MaxKeys = clk, 2*scaleKeys
+	n, err := NewNode(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n, clk, &discard{}
+}
+
 func heapInUse() uint64 {
 	runtime.GC()
 	runtime.GC()
@@ -47,14 +61,7 @@ func heapInUse() uint64 {
 func BenchmarkNodeMemory(b *testing.B) {
 	for range b.N {
 		before := heapInUse()
-		clk := newFakeClock()
-		cfg := DefaultConfig()
-		cfg.Clock, cfg.MaxKeys = clk, 2*scaleKeys
-		n, err := NewNode(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		d := &discard{}
+		n, clk, d := scaleNode(b)
 		fill(b, n, n.Attach(d), 30, clk.Now())
 		after := heapInUse()
 		b.ReportMetric(float64(after-before)/scaleKeys, "B/key")
@@ -68,14 +75,7 @@ func BenchmarkNodeMemory(b *testing.B) {
 func BenchmarkSweepStall(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
-		clk := newFakeClock()
-		cfg := DefaultConfig()
-		cfg.Clock, cfg.MaxKeys = clk, 2*scaleKeys
-		n, err := NewNode(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		d := &discard{}
+		n, clk, d := scaleNode(b)
 		c := n.Attach(d)
 		fill(b, n, c, 1, clk.Now())
 		clk.Advance(2 * time.Second)

@@ -39,25 +39,21 @@ var cases = []struct {
 func grantRelease(t *testing.T, s *suite) {
 	a, b := s.dial(t), s.dial(t)
 	job := s.key("job")
-	a.Send(t, wiretest.Acquire(1, 0, 30, job))
-	t1 := a.ExpectGrant(t, 1)
+	t1 := grant(t, a, 1, 0, 30, job)
 	if t1 == 0 || t1 > wire.MaxToken {
 		t.Fatalf("token %d outside 1..%d", t1, wire.MaxToken)
 	}
 	b.Send(t, wiretest.Acquire(2, 0, 30, job))
 	b.Expect(t, resp(wire.OpTimeout, 2))
 	// There is no session that owns locks: any connection may release with the token.
-	b.Send(t, wiretest.Release(3, t1, job))
-	b.Expect(t, resp(wire.OpRelease, 3))
+	release(t, b, 3, t1, job)
 	a.Send(t, wiretest.Release(4, t1, job))
 	a.Expect(t, resp(wire.OpNotHeld, 4))
-	b.Send(t, wiretest.Acquire(5, 0, 30, job))
-	t2 := b.ExpectGrant(t, 5)
+	t2 := grant(t, b, 5, 0, 30, job)
 	if t2 <= t1 {
 		t.Fatalf("token %d after %d: tokens must strictly increase", t2, t1)
 	}
-	b.Send(t, wiretest.Release(6, t2, job))
-	b.Expect(t, resp(wire.OpRelease, 6))
+	release(t, b, 6, t2, job)
 }
 
 // Section 4: a release with a token that does not hold the key is N and leaves the holder
@@ -68,8 +64,7 @@ func wrongToken(t *testing.T, s *suite) {
 	c.Send(t, wiretest.Release(1, 1, s.key("free")), wiretest.Release(2, 0, s.key("free")))
 	c.Expect(t, resp(wire.OpNotHeld, 1))
 	c.Expect(t, resp(wire.OpNotHeld, 2))
-	c.Send(t, wiretest.Acquire(3, 0, 30, k))
-	tok := c.ExpectGrant(t, 3)
+	tok := grant(t, c, 3, 0, 30, k)
 	for i, wrong := range []uint64{tok + 1, tok - 1, 0, wire.MaxToken} {
 		owner := uint64(10 + i)
 		c.Send(t, wiretest.Release(owner, wrong, k))
@@ -77,8 +72,7 @@ func wrongToken(t *testing.T, s *suite) {
 	}
 	probe.Send(t, wiretest.Acquire(20, 0, 30, k))
 	probe.Expect(t, resp(wire.OpTimeout, 20)) // still held
-	c.Send(t, wiretest.Release(21, tok, k))
-	c.Expect(t, resp(wire.OpRelease, 21))
+	release(t, c, 21, tok, k)
 	c.Send(t, wiretest.Release(22, tok, k))
 	c.Expect(t, resp(wire.OpNotHeld, 22))
 }
@@ -88,14 +82,12 @@ func wrongToken(t *testing.T, s *suite) {
 func ownerIsNotIdentity(t *testing.T, s *suite) {
 	c, other := s.dial(t), s.dial(t)
 	k := s.key("k")
-	c.Send(t, wiretest.Acquire(1, 0, 30, k))
-	tok := c.ExpectGrant(t, 1)
+	tok := grant(t, c, 1, 0, 30, k)
 	c.Send(t, wiretest.Acquire(1, 0, 30, k))
 	c.Expect(t, resp(wire.OpTimeout, 1))
 	other.Send(t, wiretest.Acquire(1, 0, 30, k))
 	other.Expect(t, resp(wire.OpTimeout, 1))
-	other.Send(t, wiretest.Release(1, tok, k))
-	other.Expect(t, resp(wire.OpRelease, 1))
+	release(t, other, 1, tok, k)
 }
 
 // Section 2: P echoes its owner, byte for byte.
@@ -117,8 +109,7 @@ func tokensIncreaseAcrossKeys(t *testing.T, s *suite) {
 		key := s.key(fmt.Sprintf("key-%d", i%7))
 		owner := uint64(i + 1)
 		if tok, ok := held[key]; ok && i%2 == 0 {
-			c.Send(t, wiretest.Release(owner, tok, key))
-			c.Expect(t, resp(wire.OpRelease, owner))
+			release(t, c, owner, tok, key)
 			delete(held, key)
 			continue
 		}
@@ -164,18 +155,15 @@ func badKey(t *testing.T, s *suite) {
 	}
 	// 128 bytes is the longest key there is.
 	long := s.key(strings.Repeat("k", 128-len(s.key(""))))
-	c.Send(t, wiretest.Acquire(1, 0, 30, long))
-	tok := c.ExpectGrant(t, 1)
-	c.Send(t, wiretest.Release(2, tok, long))
-	c.Expect(t, resp(wire.OpRelease, 2))
+	tok := grant(t, c, 1, 0, 30, long)
+	release(t, c, 2, tok, long)
 }
 
 // Section 2: pipelined requests in one write each get exactly one answer, matched by owner
 // (in whatever order they come).
 func pipelinedByOwner(t *testing.T, s *suite) {
 	c, holder := s.dial(t), s.dial(t)
-	holder.Send(t, wiretest.Acquire(1, 0, 60, s.key("held")))
-	holder.ExpectGrant(t, 1)
+	grant(t, holder, 1, 0, 60, s.key("held"))
 	const n = 25
 	want := map[uint64]wire.Op{}
 	var frames [][]byte
@@ -211,8 +199,7 @@ func pipelinedByOwner(t *testing.T, s *suite) {
 func waitersFIFO(t *testing.T, s *suite) {
 	k := s.key("fifo")
 	holder := s.dial(t)
-	holder.Send(t, wiretest.Acquire(1, 0, 60, k))
-	tok := holder.ExpectGrant(t, 1)
+	tok := grant(t, holder, 1, 0, 60, k)
 
 	const n = 6
 	waiters := make([]*wiretest.Conn, n)
@@ -234,8 +221,7 @@ func waitersFIFO(t *testing.T, s *suite) {
 	for _, w := range waiters {
 		w.ExpectSilent(t, 50*time.Millisecond) // exactly one answer each
 	}
-	holder.Send(t, wiretest.Release(300, tok, k))
-	holder.Expect(t, resp(wire.OpRelease, 300))
+	release(t, holder, 300, tok, k)
 }
 
 // Waiters on several keys queue independently; each release grants its own key's head.
@@ -252,12 +238,10 @@ func waitersPerKey(t *testing.T, s *suite) {
 	wx.Send(t, wiretest.Acquire(10, 30, 60, x))
 	wy.Send(t, wiretest.Acquire(20, 30, 60, y))
 	s.waitWaiters(t, 2)
-	h.Send(t, wiretest.Release(3, ty, y))
-	h.Expect(t, resp(wire.OpRelease, 3))
+	release(t, h, 3, ty, y)
 	ny := wy.ExpectGrant(t, 20)
 	wx.ExpectSilent(t, 200*time.Millisecond)
-	h.Send(t, wiretest.Release(4, tx, x))
-	h.Expect(t, resp(wire.OpRelease, 4))
+	release(t, h, 4, tx, x)
 	nx := wx.ExpectGrant(t, 10)
 	h.Send(t, wiretest.Release(5, nx, x), wiretest.Release(6, ny, y))
 	for owner, r := range h.NextByOwner(t, 2) {
@@ -271,16 +255,14 @@ func waitersPerKey(t *testing.T, s *suite) {
 func waiterTimesOut(t *testing.T, s *suite) {
 	k := s.key("k")
 	h, w := s.dial(t), s.dial(t)
-	h.Send(t, wiretest.Acquire(1, 0, 60, k))
-	tok := h.ExpectGrant(t, 1)
+	tok := grant(t, h, 1, 0, 60, k)
 	start := time.Now()
 	w.Send(t, wiretest.Acquire(2, 1, 60, k))
 	w.Expect(t, resp(wire.OpTimeout, 2))
 	clustertest.Between(t, "T for wait=1", time.Since(start), time.Second, time.Second+Slack)
 	s.waitWaiters(t, 0)
 	w.Alive(t, 3)
-	h.Send(t, wiretest.Release(4, tok, k))
-	h.Expect(t, resp(wire.OpRelease, 4))
+	release(t, h, 4, tok, k)
 }
 
 // Section 7: T comes when wait seconds have passed since the server read the frame, not since
@@ -288,8 +270,7 @@ func waiterTimesOut(t *testing.T, s *suite) {
 func waitCountsFromRead(t *testing.T, s *suite) {
 	k := s.key("k")
 	h, first, second := s.dial(t), s.dial(t), s.dial(t)
-	h.Send(t, wiretest.Acquire(1, 0, 60, k))
-	tok := h.ExpectGrant(t, 1)
+	tok := grant(t, h, 1, 0, 60, k)
 	start := time.Now()
 	first.Send(t, wiretest.Acquire(2, 5, 60, k))
 	s.waitWaiters(t, 1)
@@ -301,27 +282,23 @@ func waitCountsFromRead(t *testing.T, s *suite) {
 	clustertest.Between(t, "T for the second waiter (wait=2)", time.Since(secondSent), 2*time.Second, 5*time.Second)
 	first.Expect(t, resp(wire.OpTimeout, 2))
 	clustertest.Between(t, "T for the first waiter (wait=5)", time.Since(start), 5*time.Second, 5*time.Second+Slack)
-	h.Send(t, wiretest.Release(4, tok, k))
-	h.Expect(t, resp(wire.OpRelease, 4))
+	release(t, h, 4, tok, k)
 }
 
 // A waiter that times out leaves the queue: the next one behind it is granted on release.
 func timedOutWaiterIsSkipped(t *testing.T, s *suite) {
 	k := s.key("k")
 	h, w1, w2 := s.dial(t), s.dial(t), s.dial(t)
-	h.Send(t, wiretest.Acquire(1, 0, 60, k))
-	tok := h.ExpectGrant(t, 1)
+	tok := grant(t, h, 1, 0, 60, k)
 	w1.Send(t, wiretest.Acquire(2, 2, 60, k)) // long enough to see both waiters queued
 	s.waitWaiters(t, 1)
 	w2.Send(t, wiretest.Acquire(3, 60, 60, k))
 	s.waitWaiters(t, 2)
 	w1.Expect(t, resp(wire.OpTimeout, 2))
-	h.Send(t, wiretest.Release(4, tok, k))
-	h.Expect(t, resp(wire.OpRelease, 4))
+	release(t, h, 4, tok, k)
 	next := w2.ExpectGrant(t, 3)
 	if next <= tok {
 		t.Fatalf("token %d not above %d", next, tok)
 	}
-	w2.Send(t, wiretest.Release(5, next, k))
-	w2.Expect(t, resp(wire.OpRelease, 5))
+	release(t, w2, 5, next, k)
 }

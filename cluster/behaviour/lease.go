@@ -15,8 +15,7 @@ func leaseExpires(t *testing.T, s *suite) {
 	short := s.key("short")
 	c := s.dial(t)
 	sent := time.Now() // the lease runs from the grant, which is later
-	c.Send(t, wiretest.Acquire(1, 0, 1, short))
-	old := c.ExpectGrant(t, 1)
+	old := grant(t, c, 1, 0, 1, short)
 	c.Send(t, wiretest.Acquire(2, 0, 1, short))
 	if r := c.Next(t); r.Op == wire.OpAcquire {
 		if d := time.Since(sent); d < time.Second {
@@ -25,8 +24,7 @@ func leaseExpires(t *testing.T, s *suite) {
 	} else if r != resp(wire.OpTimeout, 2) {
 		t.Fatalf("got %s, want T", wiretest.Describe(r))
 	}
-	c.Send(t, wiretest.Acquire(3, 30, 30, short))
-	tok := c.ExpectGrant(t, 3)
+	tok := grant(t, c, 3, 30, 30, short)
 	if d := time.Since(sent); d < time.Second {
 		t.Fatalf("key granted again %v after a 1 s lease", d)
 	}
@@ -35,8 +33,7 @@ func leaseExpires(t *testing.T, s *suite) {
 	}
 	c.Send(t, wiretest.Release(4, old, short))
 	c.Expect(t, resp(wire.OpNotHeld, 4))
-	c.Send(t, wiretest.Release(5, tok, short))
-	c.Expect(t, resp(wire.OpRelease, 5))
+	release(t, c, 5, tok, short)
 }
 
 // Section 7: the lease runs from the grant. A waiter granted late holds the key for its whole
@@ -44,14 +41,12 @@ func leaseExpires(t *testing.T, s *suite) {
 func leaseRunsFromGrant(t *testing.T, s *suite) {
 	k := s.key("k")
 	h, w, probe := s.dial(t), s.dial(t), s.dial(t)
-	h.Send(t, wiretest.Acquire(1, 0, 60, k))
-	tok := h.ExpectGrant(t, 1)
+	tok := grant(t, h, 1, 0, 60, k)
 	w.Send(t, wiretest.Acquire(2, 30, 2, k)) // lease 2 s
 	s.waitWaiters(t, 1)
 	time.Sleep(1500 * time.Millisecond)
 	released := time.Now() // the waiter's grant, and its lease, start after this
-	h.Send(t, wiretest.Release(3, tok, k))
-	h.Expect(t, resp(wire.OpRelease, 3))
+	release(t, h, 3, tok, k)
 	w.ExpectGrant(t, 2)
 	time.Sleep(time.Until(released.Add(time.Second)))
 	// Counted from the read, the lease would be over by now (read + 2 s < release + 1 s).
@@ -73,8 +68,7 @@ func expiredLeaseSeenByRelease(t *testing.T, s *suite) {
 	k := s.key("k")
 	h, w := s.dial(t), s.dial(t)
 	sent := time.Now()
-	h.Send(t, wiretest.Acquire(1, 0, 1, k))
-	tok := h.ExpectGrant(t, 1)
+	tok := grant(t, h, 1, 0, 1, k)
 	answered := time.Now()
 	w.Send(t, wiretest.Acquire(2, 30, 30, k))
 	s.waitWaiters(t, 1)

@@ -33,13 +33,10 @@ func TestThroughFollower(t *testing.T) {
 	c.Alive(t, 6)
 
 	// Tokens strictly increase over grants made through the follower and on the leader.
-	c.Send(t, wiretest.Acquire(7, 0, 60, "k"))
-	t2 := c.ExpectGrant(t, 7)
+	t2 := grant(t, c, 7, "k")
 	lc := p.leader.dial(t)
-	lc.Send(t, wiretest.Acquire(8, 0, 60, "j"))
-	t3 := lc.ExpectGrant(t, 8)
-	c.Send(t, wiretest.Acquire(9, 0, 60, "m"))
-	t4 := c.ExpectGrant(t, 9)
+	t3 := grant(t, lc, 8, "j")
+	t4 := grant(t, c, 9, "m")
 	if !(t1.Token < t2 && t2 < t3 && t3 < t4) {
 		t.Fatalf("tokens %d, %d, %d, %d: want strictly increasing", t1.Token, t2, t3, t4)
 	}
@@ -65,17 +62,12 @@ func TestFIFOAcrossFollowerAndLeader(t *testing.T) {
 	holder := p.leader.dial(t)
 	f1, f3 := p.follower.dial(t), p.follower.dial(t)
 	l2 := p.leader.dial(t)
-	holder.Send(t, wiretest.Acquire(1, 0, 60, "k"))
-	tok := holder.ExpectGrant(t, 1)
+	tok := grant(t, holder, 1, "k")
 
-	f1.Send(t, wiretest.Acquire(10, 30, 60, "k"))
-	p.leader.waitWaiters(t, 1)
-	l2.Send(t, wiretest.Acquire(20, 30, 60, "k"))
-	p.leader.waitWaiters(t, 2)
-	f3.Send(t, wiretest.Acquire(30, 30, 60, "k"))
-	p.leader.waitWaiters(t, 3)
-	f1.Send(t, wiretest.Acquire(11, 30, 60, "k"))
-	p.leader.waitWaiters(t, 4)
+	p.leader.queue(t, f1, 10, "k", 1)
+	p.leader.queue(t, l2, 20, "k", 2)
+	p.leader.queue(t, f3, 30, "k", 3)
+	p.leader.queue(t, f1, 11, "k", 4)
 
 	order := []struct {
 		c     *wiretest.Conn
@@ -107,14 +99,11 @@ func TestSameOwnersOnTwoClients(t *testing.T) {
 	p := startPair(t)
 	a, b := p.follower.dial(t), p.follower.dial(t)
 	holder := p.leader.dial(t)
-	holder.Send(t, wiretest.Acquire(1, 0, 60, "w"))
-	htok := holder.ExpectGrant(t, 1)
+	htok := grant(t, holder, 1, "w")
 
 	// a's owner 7 waits on w; b's owner 7 is granted x at once; a hears nothing of it.
-	a.Send(t, wiretest.Acquire(7, 30, 60, "w"))
-	p.leader.waitWaiters(t, 1)
-	b.Send(t, wiretest.Acquire(7, 0, 60, "x"))
-	btok := b.ExpectGrant(t, 7)
+	p.leader.queue(t, a, 7, "w", 1)
+	btok := grant(t, b, 7, "x")
 	a.ExpectSilent(t, 50*time.Millisecond)
 	holder.Send(t, wiretest.Release(2, htok, "w"))
 	atok := a.ExpectGrant(t, 7)
@@ -242,11 +231,9 @@ func pipeline(c *wiretest.Conn, ci, keys int) error {
 func TestLeaderUnavailableRelayed(t *testing.T) {
 	p := startPair(t)
 	holder := p.follower.dial(t)
-	holder.Send(t, wiretest.Acquire(1, 0, 60, "k"))
-	tok := holder.ExpectGrant(t, 1)
+	tok := grant(t, holder, 1, "k")
 	w := p.follower.dial(t)
-	w.Send(t, wiretest.Acquire(5, 30, 60, "k"))
-	p.leader.waitWaiters(t, 1)
+	p.leader.queue(t, w, 5, "k", 1)
 
 	p.leader.node.Drain()
 	w.ExpectError(t, 5, wire.ReasonUnavailable)
@@ -263,11 +250,9 @@ func TestLeaderUnavailableRelayed(t *testing.T) {
 func TestClientGoneLeavesNoLinkState(t *testing.T) {
 	p := startPair(t)
 	holder := p.leader.dial(t)
-	holder.Send(t, wiretest.Acquire(1, 0, 60, "k"))
-	tok := holder.ExpectGrant(t, 1)
+	tok := grant(t, holder, 1, "k")
 	c := p.follower.dial(t)
-	c.Send(t, wiretest.Acquire(2, 30, 60, "k"))
-	p.leader.waitWaiters(t, 1)
+	p.leader.queue(t, c, 2, "k", 1)
 	if st := p.link.Stats(); st.InFlight != 1 {
 		t.Fatalf("link stats %+v, want the waiter in flight", st)
 	}
@@ -284,8 +269,7 @@ func TestClientGoneLeavesNoLinkState(t *testing.T) {
 	idle(t, p.link)
 	// The link and its connection are still good for other clients.
 	c2 := p.follower.dial(t)
-	c2.Send(t, wiretest.Acquire(4, 0, 60, "j"))
-	c2.ExpectGrant(t, 4)
+	grant(t, c2, 4, "j")
 	if st := p.link.Stats(); st.Conns != 1 {
 		t.Fatalf("link stats %+v, want one connection", st)
 	}
@@ -302,11 +286,9 @@ func TestLeaderChange(t *testing.T) {
 	f := startFollower(t, link)
 
 	holder := old.dial(t)
-	holder.Send(t, wiretest.Acquire(1, 0, 60, "k"))
-	otok := holder.ExpectGrant(t, 1)
+	otok := grant(t, holder, 1, "k")
 	c := f.dial(t)
-	c.Send(t, wiretest.Acquire(2, 30, 60, "k"))
-	old.waitWaiters(t, 1)
+	old.queue(t, c, 2, "k", 1)
 
 	link.SetLeader(next.peer)
 	c.Send(t, wiretest.Acquire(3, 0, 60, "k"))
@@ -333,12 +315,10 @@ func TestLeaderChange(t *testing.T) {
 func TestGrantToADepartedClientIsGivenBack(t *testing.T) {
 	p := startPair(t)
 	holder := p.leader.dial(t)
-	holder.Send(t, wiretest.Acquire(1, 0, 60, "k"))
-	tok := holder.ExpectGrant(t, 1)
+	tok := grant(t, holder, 1, "k")
 
 	leaver := p.follower.dial(t)
-	leaver.Send(t, wiretest.Acquire(7, 30, 60, "k"))
-	p.leader.waitWaiters(t, 1)
+	p.leader.queue(t, leaver, 7, "k", 1)
 	leaver.Close()
 	p.follower.waitConns(t, 0) // the follower's session has noticed the close
 

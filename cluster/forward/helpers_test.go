@@ -26,6 +26,7 @@ import (
 	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/forward"
 	"github.com/latchd/latch/cluster/server"
+	"github.com/latchd/latch/cluster/servertest"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
@@ -63,31 +64,7 @@ func startMember(t *testing.T, name string, cfg cluster.Config, router server.Ro
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	m := &member{node: node, metrics: metrics, srv: srv, addr: ln.Addr().String()}
-	var pln net.Listener
-	accepted := make(chan struct{})
-	if peer {
-		pln = listen(t)
-		m.peer = pln.Addr().String()
-		go func() {
-			defer close(accepted)
-			for {
-				nc, err := pln.Accept()
-				if err != nil {
-					return
-				}
-				if err := srv.ServePeer(nc); err != nil && !errors.Is(err, server.ErrServerClosed) {
-					t.Errorf("ServePeer: %v", err)
-				}
-			}
-		}()
-	} else {
-		close(accepted)
-	}
 	t.Cleanup(func() {
-		if pln != nil {
-			pln.Close()
-		}
-		<-accepted
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
@@ -99,6 +76,9 @@ func startMember(t *testing.T, name string, cfg cluster.Config, router server.Ro
 			t.Errorf("%s: Serve returned %v", name, err)
 		}
 	})
+	if peer {
+		m.peer = servertest.ServePeers(t, srv) // stops before the cleanup above
+	}
 	return m
 }
 
@@ -182,6 +162,22 @@ func (m *member) dial(t *testing.T) *wiretest.Conn {
 	c := wiretest.Dial(t, m.addr)
 	c.Hello(t, nil)
 	return c
+}
+
+// grant sends c an acquire of key (wait 0, lease 60 s) that must be granted at once, and
+// returns its token.
+func grant(t *testing.T, c *wiretest.Conn, owner uint64, key string) uint64 {
+	t.Helper()
+	c.Send(t, wiretest.Acquire(owner, 0, 60, key))
+	return c.ExpectGrant(t, owner)
+}
+
+// queue sends c an acquire of key that waits (up to 30 s, lease 60 s) and waits until m
+// counts waiters waiters.
+func (m *member) queue(t *testing.T, c *wiretest.Conn, owner uint64, key string, waiters int) {
+	t.Helper()
+	c.Send(t, wiretest.Acquire(owner, 30, 60, key))
+	m.waitWaiters(t, waiters)
 }
 
 // waitWaiters polls until m's node has n waiters.

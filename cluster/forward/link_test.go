@@ -40,8 +40,7 @@ func TestUnavailableWithoutLink(t *testing.T) {
 
 	// A new leader is tried at once.
 	link.SetLeader(ld.peer)
-	c.Send(t, wiretest.Acquire(11, 0, 60, "k"))
-	c.ExpectGrant(t, 11)
+	grant(t, c, 11, "k")
 	f.untouched(t)
 }
 
@@ -185,8 +184,7 @@ func TestWaitCountsFromFollowerRead(t *testing.T) {
 	t.Parallel()
 	ld := startLeader(t)
 	holder := ld.dial(t)
-	holder.Send(t, wiretest.Acquire(1, 0, 60, "k"))
-	holder.ExpectGrant(t, 1)
+	grant(t, holder, 1, "k")
 
 	// A tap in front of the leader records the wait each acquire is written with.
 	waits := make(chan uint8, 4)

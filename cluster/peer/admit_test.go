@@ -82,33 +82,23 @@ func TestSourceOf(t *testing.T) {
 // A connection that says nothing is closed at the first-byte deadline, long before the
 // handshake deadline; one that has sent its channel byte keeps the whole handshake deadline.
 func TestFirstByteTimeout(t *testing.T) {
-	ca := newCA(t, "cluster")
-	for _, mode := range []struct {
-		name string
-		cfg  Config
-	}{
-		{"secret", testConfig(t, secretNew)},
-		{"tls", ca.config(t, "n1", secretNew)},
-	} {
-		t.Run(mode.name, func(t *testing.T) {
-			t.Parallel()
-			const first = 300 * time.Millisecond
-			cfg := mode.cfg
-			cfg.FirstByteTimeout = first
-			cfg.HandshakeTimeout = 3 * time.Second
-			m := listen(t, cfg)
-			c := rawDial(t, m.Addr().String())
-			if cfg.TLS == nil {
-				readHello(t, c)
-			}
-			start := time.Now()
-			expectClosed(t, c, cfg.HandshakeTimeout-first) // well before the handshake deadline
-			t.Logf("silent connection closed after %v", time.Since(start))
-			if st := settled(t, m); st.Failed != 1 {
-				t.Fatalf("stats %+v, want 1 failed", st)
-			}
-		})
-	}
+	inModes(t, func(t *testing.T, cfg Config) {
+		t.Parallel()
+		const first = 300 * time.Millisecond
+		cfg.FirstByteTimeout = first
+		cfg.HandshakeTimeout = 3 * time.Second
+		m := listen(t, cfg)
+		c := rawDial(t, m.Addr().String())
+		if cfg.TLS == nil {
+			readHello(t, c)
+		}
+		start := time.Now()
+		expectClosed(t, c, cfg.HandshakeTimeout-first) // well before the handshake deadline
+		t.Logf("silent connection closed after %v", time.Since(start))
+		if st := settled(t, m); st.Failed != 1 {
+			t.Fatalf("stats %+v, want 1 failed", st)
+		}
+	}, "secret", "tls")
 	t.Run("spoken", func(t *testing.T) {
 		t.Parallel()
 		cfg := testConfig(t, secretNew)

@@ -2,22 +2,21 @@ package peer
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
 	"testing"
 )
 
-func TestProofIsHMACOfLabelChannelNonces(t *testing.T) {
-	var client, server [nonceSize]byte
+// pinnedNonces are the client nonce 0, 1, 2, ... and the server nonce 255, 254, ... that
+// the pinned proof formats are computed over.
+func pinnedNonces() (client, server [nonceSize]byte) {
 	for i := range client {
 		client[i], server[i] = byte(i), byte(255-i)
 	}
-	m := hmac.New(sha256.New, secretOld)
-	m.Write([]byte("latch/1 peer client"))
-	m.Write([]byte{'r'})
-	m.Write(client[:])
-	m.Write(server[:])
-	want := m.Sum(nil)
+	return client, server
+}
+
+func TestProofIsHMACOfLabelChannelNonces(t *testing.T) {
+	client, server := pinnedNonces()
+	want := hmacOf(secretOld, []byte("latch/1 peer client"), []byte{'r'}, client[:], server[:])
 	got := proof(secretOld, clientLabel, ChannelRaft, nil, &client, &server)
 	if !bytes.Equal(got[:], want) {
 		t.Fatalf("proof = %x, want %x", got, want)

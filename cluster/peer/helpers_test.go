@@ -10,6 +10,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -24,12 +25,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// Secrets of at least wire.MinSecretLen bytes.
-var (
-	secretOld   = []byte("latch-peer-test-secret-old-0123456789abcdef")
-	secretNew   = []byte("latch-peer-test-secret-new-fedcba9876543210")
-	secretWrong = []byte("latch-peer-test-secret-wrong-000000000000000")
-)
+// Secrets of at least wire.MinSecretLen bytes; secretWrong is held by no node. The vectors
+// in docs/vectors/peer_handshake.json are computed over them.
+var secretOld, secretNew, secretWrong = clustertest.Secrets()
 
 // slack bounds every wait for something that should happen at once.
 const slack = 5 * time.Second
@@ -47,6 +45,31 @@ func testConfig(t *testing.T, secrets ...[]byte) Config {
 	cfg.Logger = testLogger(t)
 	cfg.HandshakeTimeout = 2 * time.Second
 	return cfg
+}
+
+// inModes runs f as a subtest for each listener mode named: "plain" (no secret), "secret"
+// (secretNew) and "tls" (mutual TLS for node n1 from a CA made for the test, and secretNew).
+// The Config f gets is made with the subtest's t.
+func inModes(t *testing.T, f func(t *testing.T, cfg Config), modes ...string) {
+	t.Helper()
+	var ca *testCA
+	if slices.Contains(modes, "tls") {
+		ca = newCA(t, "cluster")
+	}
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			switch mode {
+			case "plain":
+				f(t, testConfig(t))
+			case "secret":
+				f(t, testConfig(t, secretNew))
+			case "tls":
+				f(t, ca.config(t, "n1", secretNew))
+			default:
+				t.Fatalf("no listener mode %q", mode)
+			}
+		})
+	}
 }
 
 // listen starts a Mux on 127.0.0.1 and closes it when the test ends.

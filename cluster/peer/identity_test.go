@@ -2,9 +2,7 @@ package peer
 
 import (
 	"bytes"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"io"
 	"net"
@@ -28,20 +26,13 @@ func idConfig(t *testing.T, id, addr string, secrets ...[]byte) Config {
 // The version 2 proof is HMAC-SHA256(secret, "latch/2 peer client" | ch | len(id) | id |
 // len(addr) | addr | client nonce | server nonce): pinned, since other nodes compute it.
 func TestVersion2ProofFormat(t *testing.T) {
-	var client, server [nonceSize]byte
-	for i := range client {
-		client[i], server[i] = byte(i), byte(255-i)
-	}
-	m := hmac.New(sha256.New, secretOld)
-	m.Write([]byte("latch/2 peer client"))
-	m.Write([]byte{'r', 2, 'n', '2', 14})
-	m.Write([]byte("127.0.0.1:7002"))
-	m.Write(client[:])
-	m.Write(server[:])
+	client, server := pinnedNonces()
+	want := hmacOf(secretOld, []byte("latch/2 peer client"), []byte{'r', 2, 'n', '2', 14},
+		[]byte("127.0.0.1:7002"), client[:], server[:])
 	ident := Identity{ID: "n2", Addr: "127.0.0.1:7002"}.encode(nil)
 	got := proof(secretOld, clientLabelV2, ChannelRaft, ident, &client, &server)
-	if !bytes.Equal(got[:], m.Sum(nil)) {
-		t.Fatalf("version 2 proof = %x, want %x", got, m.Sum(nil))
+	if !bytes.Equal(got[:], want) {
+		t.Fatalf("version 2 proof = %x, want %x", got, want)
 	}
 	if v1 := proof(secretOld, clientLabel, ChannelRaft, nil, &client, &server); v1 == got {
 		t.Fatal("a version 1 proof equals the version 2 one")

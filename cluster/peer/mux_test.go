@@ -28,31 +28,25 @@ func sayAndHear(t *testing.T, c, s net.Conn, msg string) {
 }
 
 func TestChannelSplit(t *testing.T) {
-	for _, mode := range []struct {
-		name    string
-		secrets [][]byte
-	}{{"plain", nil}, {"secret", [][]byte{secretNew}}} {
-		t.Run(mode.name, func(t *testing.T) {
-			cfg := testConfig(t, mode.secrets...)
-			m := listen(t, cfg)
-			addr := m.Addr().String()
-			for _, ch := range []byte{ChannelAdmin, ChannelRaft, ChannelForward} {
-				c := dial(t, addr, ch, cfg)
-				s := accept(t, m.Listener(ch))
-				sayAndHear(t, c, s, "to "+channelName(ch))
-				sayAndHear(t, s, c, "from "+channelName(ch))
+	inModes(t, func(t *testing.T, cfg Config) {
+		m := listen(t, cfg)
+		addr := m.Addr().String()
+		for _, ch := range []byte{ChannelAdmin, ChannelRaft, ChannelForward} {
+			c := dial(t, addr, ch, cfg)
+			s := accept(t, m.Listener(ch))
+			sayAndHear(t, c, s, "to "+channelName(ch))
+			sayAndHear(t, s, c, "from "+channelName(ch))
+		}
+		st := settled(t, m)
+		if st.Accepted != 3 || st.Rejected+st.Failed+st.Shed+st.Dropped != 0 {
+			t.Fatalf("stats %+v, want 3 accepted and nothing else", st)
+		}
+		for _, ch := range channels {
+			if n := queued(m, ch); n != 0 {
+				t.Errorf("%s channel holds %d connections, want 0", channelName(ch), n)
 			}
-			st := settled(t, m)
-			if st.Accepted != 3 || st.Rejected+st.Failed+st.Shed+st.Dropped != 0 {
-				t.Fatalf("stats %+v, want 3 accepted and nothing else", st)
-			}
-			for _, ch := range channels {
-				if n := queued(m, ch); n != 0 {
-					t.Errorf("%s channel holds %d connections, want 0", channelName(ch), n)
-				}
-			}
-		})
-	}
+		}
+	}, "plain", "secret")
 }
 
 // Many dialers on every channel at once: each connection lands on the channel it asked for.
@@ -115,41 +109,35 @@ func TestChannelSplitConcurrent(t *testing.T) {
 }
 
 func TestUnknownChannelRejected(t *testing.T) {
-	for _, mode := range []struct {
-		name    string
-		secrets [][]byte
-	}{{"plain", nil}, {"secret", [][]byte{secretNew}}} {
-		t.Run(mode.name, func(t *testing.T) {
-			cfg := testConfig(t, mode.secrets...)
-			m := listen(t, cfg)
+	inModes(t, func(t *testing.T, cfg Config) {
+		m := listen(t, cfg)
 
-			// Dial refuses before connecting.
-			if err := dialErr(t, m.Addr().String(), 'z', cfg); !errors.Is(err, ErrUnknownChannel) {
-				t.Fatalf("Dial('z') = %v, want ErrUnknownChannel", err)
-			}
+		// Dial refuses before connecting.
+		if err := dialErr(t, m.Addr().String(), 'z', cfg); !errors.Is(err, ErrUnknownChannel) {
+			t.Fatalf("Dial('z') = %v, want ErrUnknownChannel", err)
+		}
 
-			// A hand-made dialer that sends 'z' (with a valid proof for 'z') gets the reject.
-			c := rawDial(t, m.Addr().String())
-			h := readHello(t, c)
-			msg := []byte{'z'}
-			if len(mode.secrets) > 0 {
-				var client [nonceSize]byte
-				p := proof(secretNew, clientLabel, 'z', nil, &client, (*[nonceSize]byte)(h[3:]))
-				msg = append(append(msg, client[:]...), p[:]...)
-			}
-			if _, err := c.Write(msg); err != nil {
-				t.Fatal(err)
-			}
-			verdict := make([]byte, 1)
-			if _, err := io.ReadFull(c, verdict); err != nil || verdict[0] != verdictReject {
-				t.Fatalf("verdict %q, %v; want %q", verdict, err, verdictReject)
-			}
-			expectClosed(t, c, slack)
-			if st := settled(t, m); st.Rejected != 1 || st.Accepted != 0 {
-				t.Fatalf("stats %+v, want 1 rejected, 0 accepted", st)
-			}
-		})
-	}
+		// A hand-made dialer that sends 'z' (with a valid proof for 'z') gets the reject.
+		c := rawDial(t, m.Addr().String())
+		h := readHello(t, c)
+		msg := []byte{'z'}
+		if len(cfg.Secrets) > 0 {
+			var client [nonceSize]byte
+			p := proof(secretNew, clientLabel, 'z', nil, &client, (*[nonceSize]byte)(h[3:]))
+			msg = append(append(msg, client[:]...), p[:]...)
+		}
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		verdict := make([]byte, 1)
+		if _, err := io.ReadFull(c, verdict); err != nil || verdict[0] != verdictReject {
+			t.Fatalf("verdict %q, %v; want %q", verdict, err, verdictReject)
+		}
+		expectClosed(t, c, slack)
+		if st := settled(t, m); st.Rejected != 1 || st.Accepted != 0 {
+			t.Fatalf("stats %+v, want 1 rejected, 0 accepted", st)
+		}
+	}, "plain", "secret")
 }
 
 func TestClosedChannelRejectsOthersServe(t *testing.T) {
@@ -182,35 +170,24 @@ func TestListenerOfUnknownChannelPanics(t *testing.T) {
 // A connection that sends nothing is closed at the handshake deadline, with and without TLS,
 // and gives back its slot.
 func TestSilentConnectionClosedAtDeadline(t *testing.T) {
-	ca := newCA(t, "cluster")
-	for _, mode := range []struct {
-		name string
-		cfg  Config
-	}{
-		{"plain", testConfig(t)},
-		{"secret", testConfig(t, secretNew)},
-		{"tls", ca.config(t, "n1", secretNew)},
-	} {
-		t.Run(mode.name, func(t *testing.T) {
-			t.Parallel()
-			const timeout = 300 * time.Millisecond
-			cfg := mode.cfg
-			cfg.HandshakeTimeout = timeout
-			m := listen(t, cfg)
-			c := rawDial(t, m.Addr().String())
-			if cfg.TLS == nil {
-				readHello(t, c) // the listener speaks first; then waits for the channel byte
-			}
-			start := time.Now()
-			expectClosed(t, c, timeout+slack)
-			if d := time.Since(start); d > timeout+slack {
-				t.Fatalf("closed after %v", d)
-			}
-			if st := settled(t, m); st.Failed != 1 || st.Accepted != 0 {
-				t.Fatalf("stats %+v, want 1 failed", st)
-			}
-		})
-	}
+	inModes(t, func(t *testing.T, cfg Config) {
+		t.Parallel()
+		const timeout = 300 * time.Millisecond
+		cfg.HandshakeTimeout = timeout
+		m := listen(t, cfg)
+		c := rawDial(t, m.Addr().String())
+		if cfg.TLS == nil {
+			readHello(t, c) // the listener speaks first; then waits for the channel byte
+		}
+		start := time.Now()
+		expectClosed(t, c, timeout+slack)
+		if d := time.Since(start); d > timeout+slack {
+			t.Fatalf("closed after %v", d)
+		}
+		if st := settled(t, m); st.Failed != 1 || st.Accepted != 0 {
+			t.Fatalf("stats %+v, want 1 failed", st)
+		}
+	}, "plain", "secret", "tls")
 }
 
 // A connection that sends its channel byte but not its proof is closed at the deadline too.

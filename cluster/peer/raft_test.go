@@ -321,6 +321,25 @@ var rpcs = []struct {
 	}},
 }
 
+// attackLands sends the first of rpcs to the leader through dial, which holds what the
+// cluster asks for (with says what): the leader takes the evil entry and steps up to the
+// evil term. It is what every attack of attackAll would do if it got through.
+func attackLands(t *testing.T, nodes []*raftNode, dial func(string, time.Duration) (net.Conn, error), with string) {
+	t.Helper()
+	l := leader(t, nodes)
+	before := l.r.CurrentTerm()
+	if err := rpcs[0].send(newAttacker(t, dial), l); err != nil {
+		t.Fatalf("AppendEntries with %s: %v", with, err)
+	}
+	eventually(t, "the leader applies the entry", func() bool {
+		e := l.fsm.entries()
+		return len(e) > 0 && e[len(e)-1] == "evil entry"
+	})
+	if after := l.r.CurrentTerm(); after < before+100 {
+		t.Fatalf("term %d after the RPC, want at least %d", after, before+100)
+	}
+}
+
 // attackAll sends every RPC to the leader and to a follower through dial and checks each one
 // failed and left the cluster as it was.
 func attackAll(t *testing.T, nodes []*raftNode, dial func(string, time.Duration) (net.Conn, error)) {
@@ -384,18 +403,7 @@ func TestRaftClusterRefusesUnauthenticatedRPCs(t *testing.T) {
 	// The same RPC with the cluster's secret gets through: the leader takes the evil entry
 	// and steps down to the evil term. This is what the attacks above would have done.
 	t.Run("right secret", func(t *testing.T) {
-		l := leader(t, nodes)
-		before := l.r.CurrentTerm()
-		if err := rpcs[0].send(newAttacker(t, peerRaftDial(testConfig(t, secretNew))), l); err != nil {
-			t.Fatalf("AppendEntries with the cluster's secret: %v", err)
-		}
-		eventually(t, "the leader applies the entry", func() bool {
-			e := l.fsm.entries()
-			return len(e) > 0 && e[len(e)-1] == "evil entry"
-		})
-		if after := l.r.CurrentTerm(); after < before+100 {
-			t.Fatalf("term %d after the RPC, want at least %d", after, before+100)
-		}
+		attackLands(t, nodes, peerRaftDial(testConfig(t, secretNew)), "the cluster's secret")
 	})
 }
 
@@ -433,18 +441,7 @@ func TestRaftClusterRefusesRPCsWithoutClusterCertificate(t *testing.T) {
 	checkHealthy(t, nodes, []string{"first", "second"})
 
 	t.Run("cluster certificate", func(t *testing.T) {
-		l := leader(t, nodes)
-		before := l.r.CurrentTerm()
-		if err := rpcs[0].send(newAttacker(t, peerRaftDial(ca.config(t, "n9"))), l); err != nil {
-			t.Fatalf("AppendEntries with a cluster certificate: %v", err)
-		}
-		eventually(t, "the leader applies the entry", func() bool {
-			e := l.fsm.entries()
-			return len(e) > 0 && e[len(e)-1] == "evil entry"
-		})
-		if after := l.r.CurrentTerm(); after < before+100 {
-			t.Fatalf("term %d after the RPC, want at least %d", after, before+100)
-		}
+		attackLands(t, nodes, peerRaftDial(ca.config(t, "n9")), "a cluster certificate")
 	})
 }
 

@@ -180,9 +180,12 @@ func vectorLabels(version int) (client, server string) {
 	return "latch/1 peer client", "latch/1 peer server"
 }
 
-func hmacOf(secret, msg []byte) []byte {
+// hmacOf is HMAC-SHA256 under secret of the parts, one after another.
+func hmacOf(secret []byte, parts ...[]byte) []byte {
 	m := hmac.New(sha256.New, secret)
-	m.Write(msg)
+	for _, p := range parts {
+		m.Write(p)
+	}
 	return m.Sum(nil)
 }
 

@@ -12,17 +12,23 @@ import (
 	"github.com/latchd/latch/fsm"
 )
 
+// backup takes a backup on the leader n and returns it.
+func backup(t testing.TB, n *Node) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := n.Backup(context.Background(), &buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 // A backup taken on one cluster and restored into a fresh one brings back every held lock
 // on every member, with the counter at the requested floor when that is higher; the leader
 // rebuilds its view (OnLeader again) and grants above the floor.
 func TestBackupRestoreAcrossClusters(t *testing.T) {
 	src := newCluster(t, 3, nil)
 	l := src.leader()
-	want := map[string]fsm.Token{}
-	for i := range 20 {
-		k := fmt.Sprintf("k%02d", i)
-		want[k] = grant(t, l.n, k)
-	}
+	want := grantKeys(t, l.n, "k%02d", 20)
 	if r, err := submit(t, l.n, release("k00", want["k00"])); err != nil || r.Kind != fsm.Released {
 		t.Fatalf("release: %+v %v", r, err)
 	}
@@ -87,27 +93,24 @@ func TestBackupRestoreAcrossClusters(t *testing.T) {
 func TestRestoreNeverLowersCounter(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	l := c.leader()
-	var empty bytes.Buffer
-	if _, err := l.n.Backup(context.Background(), &empty); err != nil {
-		t.Fatal(err)
-	}
+	empty := backup(t, l.n)
 	var last fsm.Token
 	for i := range 30 {
 		last = grant(t, l.n, fmt.Sprintf("k%d", i))
 	}
 	held := tokensOf(l.n.FSM())
 
-	bad := bytes.Clone(empty.Bytes())
+	bad := bytes.Clone(empty)
 	bad[len(bad)-1] ^= 0xff
 	if _, err := l.n.Restore(context.Background(), bad, 0); !errors.Is(err, fsm.ErrSnapshotCorrupt) {
 		t.Fatalf("corrupt backup: %v, want ErrSnapshotCorrupt", err)
 	}
-	if _, err := c.followers()[0].n.Restore(context.Background(), empty.Bytes(), 0); !errors.Is(err, ErrNotLeader) {
+	if _, err := c.followers()[0].n.Restore(context.Background(), empty, 0); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("restore on a follower: %v, want ErrNotLeader", err)
 	}
 	c.converged(held, last)
 
-	res, err := l.n.Restore(context.Background(), empty.Bytes(), 5)
+	res, err := l.n.Restore(context.Background(), empty, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,10 +129,7 @@ func TestRestoreNeverLowersCounter(t *testing.T) {
 func TestRestoreWaitsForAPackedEntry(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	l := c.leader()
-	var empty bytes.Buffer
-	if _, err := l.n.Backup(context.Background(), &empty); err != nil {
-		t.Fatal(err)
-	}
+	empty := backup(t, l.n)
 	grant(t, l.n, "before")
 
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -150,7 +150,7 @@ func TestRestoreWaitsForAPackedEntry(t *testing.T) {
 	var res Restored
 	go func() {
 		var err error
-		res, err = l.n.Restore(context.Background(), empty.Bytes(), 0)
+		res, err = l.n.Restore(context.Background(), empty, 0)
 		restored <- err
 	}()
 	select {
@@ -196,16 +196,13 @@ func TestRestoreCallerGivesUpDuringInstall(t *testing.T) {
 	for i := range 2000 { // a backup that takes raft a moment to install
 		grant(t, l.n, fmt.Sprintf("key/%04d", i))
 	}
-	var buf bytes.Buffer
-	if _, err := l.n.Backup(context.Background(), &buf); err != nil {
-		t.Fatal(err)
-	}
+	buf := backup(t, l.n)
 	leads := l.leads.Load()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	testHookBeforeRaftRestore = cancel
 	t.Cleanup(func() { testHookBeforeRaftRestore = nil })
-	_, err := l.n.Restore(ctx, buf.Bytes(), 1_000_000)
+	_, err := l.n.Restore(ctx, buf, 1_000_000)
 	if !errors.Is(err, ErrMaybeApplied) {
 		t.Fatalf("restore whose caller gave up = %v, want ErrMaybeApplied", err)
 	}

@@ -3,14 +3,25 @@ package raftnode
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/latchd/latch/fsm"
 )
+
+// openFails opens tn's data directory again, which must fail (the test fails with why
+// otherwise), and returns Open's error.
+func openFails(t *testing.T, c *tcluster, tn *tnode, why string) error {
+	t.Helper()
+	tr := c.transport(tn.addr)
+	defer tr.Close()
+	n, err := Open(c.config(tn, tr, true))
+	if err == nil {
+		n.Shutdown(context.Background())
+		t.Fatal(why)
+	}
+	return err
+}
 
 // snapshotNow takes a snapshot on n and returns its directory under dataDir/snapshots.
 func snapshotNow(t *testing.T, n *Node, dataDir string) string {
@@ -58,14 +69,9 @@ func wantBroken(t *testing.T, err error, dir string, mentions ...string) {
 func TestOpenPassesOverACorruptSnapshotTheLogCovers(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	tn := c.leader()
-	want := map[string]fsm.Token{}
-	for i := range 5 {
-		want[fmt.Sprintf("a%d", i)] = grant(t, tn.n, fmt.Sprintf("a%d", i))
-	}
+	want := grantKeys(t, tn.n, "a%d", 5)
 	snapshotNow(t, tn.n, tn.dir)
-	for i := range 5 {
-		want[fmt.Sprintf("b%d", i)] = grant(t, tn.n, fmt.Sprintf("b%d", i))
-	}
+	grantMore(t, tn.n, want, "b%d", 5)
 	newest := snapshotNow(t, tn.n, tn.dir)
 	last := tn.n.FSM().LastToken()
 	c.shutdown(tn)
@@ -82,24 +88,14 @@ func TestOpenPassesOverACorruptSnapshotTheLogCovers(t *testing.T) {
 func TestOpenRefusesACorruptSnapshotWithACompactedLog(t *testing.T) {
 	c := newCluster(t, 1, func(cfg *Config) { cfg.TrailingLogs = 1 })
 	tn := c.leader()
-	for i := range 5 {
-		grant(t, tn.n, fmt.Sprintf("a%d", i))
-	}
+	grantKeys(t, tn.n, "a%d", 5)
 	snapshotNow(t, tn.n, tn.dir)
-	for i := range 20 {
-		grant(t, tn.n, fmt.Sprintf("b%d", i))
-	}
+	grantKeys(t, tn.n, "b%d", 20)
 	newest := snapshotNow(t, tn.n, tn.dir)
 	c.shutdown(tn)
 	corrupt(t, filepath.Join(newest, "state.bin"))
 
-	tr := c.transport(tn.addr)
-	defer tr.Close()
-	n, err := Open(c.config(tn, tr, true))
-	if err == nil {
-		n.Shutdown(context.Background())
-		t.Fatal("Open started from a snapshot whose log is gone")
-	}
+	err := openFails(t, c, tn, "Open started from a snapshot whose log is gone")
 	wantBroken(t, err, tn.dir, filepath.Base(newest), "checksum")
 	if _, err := Inspect(tn.dir, nil); !errors.Is(err, ErrDataDirBroken) {
 		t.Fatalf("Inspect: %v, want ErrDataDirBroken", err)
@@ -111,9 +107,7 @@ func TestOpenRefusesACorruptSnapshotWithACompactedLog(t *testing.T) {
 func TestOpenRefusesAnUnreadableLog(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	tn := c.leader()
-	for i := range 20 {
-		grant(t, tn.n, fmt.Sprintf("k%d", i))
-	}
+	grantKeys(t, tn.n, "k%d", 20)
 	c.shutdown(tn)
 	segs, err := filepath.Glob(filepath.Join(tn.dir, "wal", "*.wal"))
 	if err != nil || len(segs) == 0 {
@@ -128,12 +122,5 @@ func TestOpenRefusesAnUnreadableLog(t *testing.T) {
 	}
 	f.Close()
 
-	tr := c.transport(tn.addr)
-	defer tr.Close()
-	n, err := Open(c.config(tn, tr, true))
-	if err == nil {
-		n.Shutdown(context.Background())
-		t.Fatal("Open started from a log segment with a garbage header")
-	}
-	wantBroken(t, err, tn.dir)
+	wantBroken(t, openFails(t, c, tn, "Open started from a log segment with a garbage header"), tn.dir)
 }

@@ -16,13 +16,8 @@ import (
 func TestThreeNodes(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	l := c.leader()
-	want := map[string]fsm.Token{}
-	var last fsm.Token
-	for i := range 10 {
-		k := fmt.Sprintf("k%d", i)
-		last = grant(t, l.n, k)
-		want[k] = last
-	}
+	want := grantKeys(t, l.n, "k%d", 10)
+	last := want["k9"]
 	c.converged(want, last)
 
 	for _, f := range c.followers() {
@@ -140,11 +135,7 @@ func tokensOf(f *fsm.FSM) map[string]fsm.Token {
 func TestRestartCluster(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	l := c.leader()
-	want := map[string]fsm.Token{}
-	for i := range 10 {
-		k := fmt.Sprintf("k%d", i)
-		want[k] = grant(t, l.n, k)
-	}
+	want := grantKeys(t, l.n, "k%d", 10)
 	for i := range 5 {
 		k := fmt.Sprintf("k%d", i)
 		if r, err := submit(t, l.n, release(k, want[k])); err != nil || r.Kind != fsm.Released {
@@ -175,11 +166,7 @@ func TestRestartCluster(t *testing.T) {
 func TestJoin(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) { cfg.TrailingLogs = 4 })
 	l := c.leader()
-	want := map[string]fsm.Token{}
-	for i := range 30 {
-		k := fmt.Sprintf("k%d", i)
-		want[k] = grant(t, l.n, k)
-	}
+	want := grantKeys(t, l.n, "k%d", 30)
 	if _, err := l.n.Snapshot(context.Background()); err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
@@ -218,11 +205,7 @@ func TestJoin(t *testing.T) {
 func TestAddVoterCaughtUp(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	l := c.leader()
-	want := map[string]fsm.Token{}
-	for i := range 20 {
-		k := fmt.Sprintf("k%d", i)
-		want[k] = grant(t, l.n, k)
-	}
+	want := grantKeys(t, l.n, "k%d", 20)
 
 	tr := c.transport("") // reachable, but no node behind it yet
 	tn := &tnode{id: "node-3", addr: string(tr.LocalAddr()), dir: filepath.Join(t.TempDir(), "data")}
@@ -328,11 +311,7 @@ func TestAddVoterCaughtUpNeverUndoesARemoval(t *testing.T) {
 func TestLeaderShutdownTransfers(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	old := c.leader()
-	want := map[string]fsm.Token{}
-	for i := range 20 {
-		k := fmt.Sprintf("k%d", i)
-		want[k] = grant(t, old.n, k)
-	}
+	want := grantKeys(t, old.n, "k%d", 20)
 	last := old.n.FSM().LastToken()
 
 	start := time.Now()

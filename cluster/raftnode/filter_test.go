@@ -85,26 +85,26 @@ func lastTerm(tn *tnode) uint64 {
 	return v
 }
 
+// appendNext sends tn an AppendEntries from from, in term, with entry at the index after
+// tn's last and a commit index that commits it.
+func appendNext(tr *raft.NetworkTransport, from string, tn *tnode, term uint64, entry []byte) error {
+	last := tn.n.raft.LastIndex()
+	var resp raft.AppendEntriesResponse
+	return tr.AppendEntries(raft.ServerID(tn.id), raft.ServerAddress(tn.addr), &raft.AppendEntriesRequest{
+		RPCHeader: header(from), Term: term, PrevLogEntry: last, PrevLogTerm: lastTerm(tn),
+		Entries:           []*raft.Log{{Index: last + 1, Term: term, Type: raft.LogCommand, Data: entry}},
+		LeaderCommitIndex: last + 1,
+	}, &resp)
+}
+
 func forgeries(t testing.TB) []forgery {
 	entry, snap := floorEntry(t), evilSnapshot(t)
 	return []forgery{
 		{"AppendEntries with an entry at the next index, committed", func(tr *raft.NetworkTransport, from string, tn *tnode) error {
-			last, term := tn.n.raft.LastIndex(), tn.n.raft.CurrentTerm()
-			var resp raft.AppendEntriesResponse
-			return tr.AppendEntries(raft.ServerID(tn.id), raft.ServerAddress(tn.addr), &raft.AppendEntriesRequest{
-				RPCHeader: header(from), Term: term, PrevLogEntry: last, PrevLogTerm: lastTerm(tn),
-				Entries:           []*raft.Log{{Index: last + 1, Term: term, Type: raft.LogCommand, Data: entry}},
-				LeaderCommitIndex: last + 1,
-			}, &resp)
+			return appendNext(tr, from, tn, tn.n.raft.CurrentTerm(), entry)
 		}},
 		{"AppendEntries with a higher term", func(tr *raft.NetworkTransport, from string, tn *tnode) error {
-			last, term := tn.n.raft.LastIndex(), tn.n.raft.CurrentTerm()+100
-			var resp raft.AppendEntriesResponse
-			return tr.AppendEntries(raft.ServerID(tn.id), raft.ServerAddress(tn.addr), &raft.AppendEntriesRequest{
-				RPCHeader: header(from), Term: term, PrevLogEntry: last, PrevLogTerm: lastTerm(tn),
-				Entries:           []*raft.Log{{Index: last + 1, Term: term, Type: raft.LogCommand, Data: entry}},
-				LeaderCommitIndex: last + 1,
-			}, &resp)
+			return appendNext(tr, from, tn, tn.n.raft.CurrentTerm()+100, entry)
 		}},
 		{"heartbeat with a higher term", func(tr *raft.NetworkTransport, from string, tn *tnode) error {
 			var resp raft.AppendEntriesResponse

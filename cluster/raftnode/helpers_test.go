@@ -321,6 +321,23 @@ func grant(t testing.TB, n *Node, key string) fsm.Token {
 	return r.Token
 }
 
+// grantKeys grants the keys fmt.Sprintf(format, i) for i in [0, count) in order, each of
+// which must be granted, and returns their tokens by key.
+func grantKeys(t testing.TB, n *Node, format string, count int) map[string]fsm.Token {
+	t.Helper()
+	return grantMore(t, n, map[string]fsm.Token{}, format, count)
+}
+
+// grantMore is grantKeys adding to want, which it returns.
+func grantMore(t testing.TB, n *Node, want map[string]fsm.Token, format string, count int) map[string]fsm.Token {
+	t.Helper()
+	for i := range count {
+		k := fmt.Sprintf(format, i)
+		want[k] = grant(t, n, k)
+	}
+	return want
+}
+
 func acquire(key string) fsm.Command {
 	return fsm.Command{Kind: fsm.CmdAcquire, Key: []byte(key), Lease: 30}
 }

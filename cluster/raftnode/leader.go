@@ -219,13 +219,8 @@ func (n *Node) Leader() (id, addr string) {
 // reads the leader afresh.
 func (n *Node) watchLeader(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	ch := make(chan raft.Observation, 1)
-	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
-	})
-	n.raft.RegisterObserver(obs)
-	defer n.raft.DeregisterObserver(obs)
+	ch, stopObserving := observe[raft.LeaderObservation](n.raft, 1)
+	defer stopObserving()
 	last := "\x00" // no report yet
 	report := func() {
 		id, addr := n.Leader()
@@ -243,6 +238,19 @@ func (n *Node) watchLeader(stop <-chan struct{}, done chan<- struct{}) {
 			return
 		}
 	}
+}
+
+// observe registers with r an observer of the observations whose Data is a T and returns
+// the channel they arrive on (of size buffer) and the func that deregisters the observer.
+// The observer never blocks raft: an observation that finds the channel full is dropped.
+func observe[T any](r *raft.Raft, buffer int) (<-chan raft.Observation, func()) {
+	ch := make(chan raft.Observation, buffer)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(T)
+		return ok
+	})
+	r.RegisterObserver(obs)
+	return ch, func() { r.DeregisterObserver(obs) }
 }
 
 // notLeaderErr is the rejection of a command on a node that does not lead.

@@ -162,13 +162,8 @@ func readable(args []any) []any {
 
 // watchPeers reports peers that answer heartbeats again to the peer log until stop closes.
 func (n *Node) watchPeers(st *peerStates, stop <-chan struct{}) {
-	ch := make(chan raft.Observation, 16)
-	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.ResumedHeartbeatObservation)
-		return ok
-	})
-	n.raft.RegisterObserver(obs)
-	defer n.raft.DeregisterObserver(obs)
+	ch, stopObserving := observe[raft.ResumedHeartbeatObservation](n.raft, 16)
+	defer stopObserving()
 	for {
 		select {
 		case o := <-ch:

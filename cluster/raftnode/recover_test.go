@@ -2,7 +2,6 @@ package raftnode
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"testing"
 
@@ -14,11 +13,7 @@ import (
 func TestRecoverLostQuorum(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	l := c.leader()
-	want := map[string]fsm.Token{}
-	for i := range 10 {
-		k := fmt.Sprintf("k%d", i)
-		want[k] = grant(t, l.n, k)
-	}
+	want := grantKeys(t, l.n, "k%d", 10)
 	last := l.n.FSM().LastToken()
 	c.converged(want, last)
 	c.shutdownAll()

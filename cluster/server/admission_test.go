@@ -28,6 +28,18 @@ func queueWaiters(t *testing.T, ts *testServer, c *wiretest.Conn, key string, fi
 	ts.waitWaiters(t, want)
 }
 
+// handOn releases "k", held with tok, from c (release owner owner) to its first waiter: w's
+// acquire of owner next is granted, and the node is down to left waiters. It returns the
+// waiter's token.
+func handOn(t *testing.T, ts *testServer, c *wiretest.Conn, owner, tok uint64, w *wiretest.Conn, next uint64, left int) uint64 {
+	t.Helper()
+	c.Send(t, wiretest.Release(owner, tok, "k"))
+	c.Expect(t, resp(wire.OpRelease, owner))
+	tok = w.ExpectGrant(t, next)
+	ts.waitWaiters(t, left)
+	return tok
+}
+
 // releaseAndPingServed checks that a release and a ping are answered: admission never refuses them.
 func releaseAndPingServed(t *testing.T, c *wiretest.Conn, owner uint64) {
 	t.Helper()
@@ -63,18 +75,12 @@ func TestAdmissionWaitersGate(t *testing.T) {
 	c.Expect(t, resp(wire.OpRelease, 8))
 
 	// Down to 8 waiters: still closed (8 is not below 7.5).
-	h.Send(t, wiretest.Release(9, tok, "k"))
-	h.Expect(t, resp(wire.OpRelease, 9))
-	tok = w.ExpectGrant(t, 101)
-	ts.waitWaiters(t, 8)
+	tok = handOn(t, ts, h, 9, tok, w, 101, 8)
 	c.Send(t, wiretest.Acquire(10, 60, 60, "k"))
 	c.Expect(t, resp(wire.OpBusy, 10))
 
 	// Down to 7: open again; two more waiters are admitted (7 -> 8 -> 9), the next is B.
-	w.Send(t, wiretest.Release(11, tok, "k"))
-	w.Expect(t, resp(wire.OpRelease, 11))
-	w.ExpectGrant(t, 102)
-	ts.waitWaiters(t, 7)
+	handOn(t, ts, w, 11, tok, w, 102, 7)
 	c.Send(t, wiretest.Acquire(12, 60, 60, "k"))
 	ts.waitWaiters(t, 8)
 	c.Send(t, wiretest.Acquire(13, 60, 60, "k"))
@@ -154,17 +160,11 @@ func TestAdmissionPendingGate(t *testing.T) {
 	releaseAndPingServed(t, c, 6)
 
 	// Down to 8: still closed.
-	h.Send(t, wiretest.Release(9, tok, "k"))
-	h.Expect(t, resp(wire.OpRelease, 9))
-	tok = w.ExpectGrant(t, 101)
-	ts.waitWaiters(t, 8)
+	tok = handOn(t, ts, h, 9, tok, w, 101, 8)
 	c.Send(t, wiretest.Acquire(10, 0, 60, "free"))
 	c.Expect(t, resp(wire.OpBusy, 10))
 	// Down to 7: open.
-	w.Send(t, wiretest.Release(11, tok, "k"))
-	w.Expect(t, resp(wire.OpRelease, 11))
-	w.ExpectGrant(t, 102)
-	ts.waitWaiters(t, 7)
+	handOn(t, ts, w, 11, tok, w, 102, 7)
 	c.Send(t, wiretest.Acquire(12, 0, 60, "free"))
 	c.ExpectGrant(t, 12)
 	if st := ts.node.Stats(); st.PendingGate {

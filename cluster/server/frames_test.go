@@ -275,27 +275,24 @@ func TestFrameSizeLimits(t *testing.T) {
 		c.Expect(t, resp(wire.OpRelease, 2))
 	})
 
-	t.Run("192-byte acquire is bad_key, not oversized", func(t *testing.T) {
-		c := ts.dial(t)
-		f := wiretest.Acquire(3, 0, 30, strings.Repeat("q", 192-1-11-1))
-		if len(f) != wire.MaxFrame {
-			t.Fatalf("frame is %d bytes, want %d", len(f), wire.MaxFrame)
-		}
-		c.Send(t, f)
-		c.ExpectError(t, 3, wire.ReasonBadKey)
-		c.Alive(t, 4)
-	})
-
-	t.Run("192-byte release is bad_key, not oversized", func(t *testing.T) {
-		c := ts.dial(t)
-		f := wiretest.Release(5, 1, strings.Repeat("q", 192-1-16-1))
-		if len(f) != wire.MaxFrame {
-			t.Fatalf("frame is %d bytes, want %d", len(f), wire.MaxFrame)
-		}
-		c.Send(t, f)
-		c.ExpectError(t, 5, wire.ReasonBadKey)
-		c.Alive(t, 6)
-	})
+	for _, tc := range []struct {
+		name  string
+		owner uint64
+		frame []byte
+	}{
+		{"192-byte acquire is bad_key, not oversized", 3, wiretest.Acquire(3, 0, 30, strings.Repeat("q", 192-1-11-1))},
+		{"192-byte release is bad_key, not oversized", 5, wiretest.Release(5, 1, strings.Repeat("q", 192-1-16-1))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ts.dial(t)
+			if len(tc.frame) != wire.MaxFrame {
+				t.Fatalf("frame is %d bytes, want %d", len(tc.frame), wire.MaxFrame)
+			}
+			c.Send(t, tc.frame)
+			c.ExpectError(t, tc.owner, wire.ReasonBadKey)
+			c.Alive(t, tc.owner+1)
+		})
+	}
 
 	t.Run("193-byte acquire is oversized", func(t *testing.T) {
 		c := ts.dial(t)

@@ -53,15 +53,24 @@ func (ss *session) route(rt Router, r *wire.Request, readAt time.Time) {
 	rt.Forward(r, readAt, ss)
 }
 
-// hello answers the client's H. With secrets configured the answer asks for a proof.
-func (ss *session) hello(r *wire.Request) wire.Reason {
+// handshakeFrame is what a request gets while the handshake waits for a want frame: ""
+// for want itself; E auth_required for a command (whose owner the answer names); E
+// bad_request for any other handshake frame.
+func (ss *session) handshakeFrame(r *wire.Request, want wire.Op) wire.Reason {
 	switch r.Op {
-	case wire.OpHello:
+	case want:
+		return ""
 	case wire.OpAcquire, wire.OpRelease, wire.OpPing:
 		ss.lastOwner = r.Owner
 		return wire.ReasonAuthRequired
-	default:
-		return wire.ReasonBadRequest // V before any hello
+	}
+	return wire.ReasonBadRequest
+}
+
+// hello answers the client's H. With secrets configured the answer asks for a proof.
+func (ss *session) hello(r *wire.Request) wire.Reason {
+	if why := ss.handshakeFrame(r, wire.OpHello); why != "" {
+		return why // a command, or a V before any hello
 	}
 	if r.Hello.Version != wire.Version {
 		return wire.ReasonBadVersion
@@ -88,13 +97,8 @@ func (ss *session) hello(r *wire.Request) wire.Reason {
 
 // proof checks the client's V against every accepted secret and answers with the same one.
 func (ss *session) proof(r *wire.Request) wire.Reason {
-	switch r.Op {
-	case wire.OpProof:
-	case wire.OpAcquire, wire.OpRelease, wire.OpPing:
-		ss.lastOwner = r.Owner
-		return wire.ReasonAuthRequired
-	default:
-		return wire.ReasonBadRequest // a second hello
+	if why := ss.handshakeFrame(r, wire.OpProof); why != "" {
+		return why // a command, or a second hello
 	}
 	secret, ok := wire.MatchClientProof(ss.srv.cfg.Secrets, ss.nonce, ss.sn, r.Proof)
 	if !ok {

@@ -135,21 +135,31 @@ func TestHandshakeBadVersion(t *testing.T) {
 	}
 }
 
+// request is a named frame and the owner its answer carries.
+type request struct {
+	name  string
+	owner uint64
+	frame []byte
+}
+
+// commands are an acquire of k (waiting wait seconds), a release of k and a ping, with the
+// owners first, first+1 and first+2.
+func commands(first uint64, wait uint8) []request {
+	return []request{
+		{"acquire", first, wiretest.Acquire(first, wait, 30, "k")},
+		{"release", first + 1, wiretest.Release(first+1, 1, "k")},
+		{"ping", first + 2, wiretest.Ping(first + 2)},
+	}
+}
+
 // A request op before the handshake finished: auth_required with the request's owner, closed.
 func TestHandshakeRequestBeforeHello(t *testing.T) {
-	requests := []struct {
-		name  string
-		owner uint64
-		frame []byte
-	}{
-		{"acquire", 11, wiretest.Acquire(11, 0, 30, "k")},
-		{"release", 12, wiretest.Release(12, 1, "k")},
-		{"ping", 13, wiretest.Ping(13)},
+	requests := append(commands(11, 0), []request{
 		{"ping owner 0x0A", 0x0A0A0A0A0A0A0A0A, wiretest.Ping(0x0A0A0A0A0A0A0A0A)},
 		{"max owner", 1<<64 - 1, wiretest.Ping(1<<64 - 1)},
 		{"owner 0", 0, wiretest.Ping(0)},
 		{"bad key", 14, wiretest.Acquire(14, 0, 30, "")},
-	}
+	}...)
 	for _, auth := range []bool{false, true} {
 		var opts []option
 		name := "no auth"
@@ -172,15 +182,7 @@ func TestHandshakeRequestBeforeHello(t *testing.T) {
 // Between the server's H and the client's V, requests are still refused.
 func TestHandshakeRequestBeforeProof(t *testing.T) {
 	ts := startServer(t, withSecrets(secretOne))
-	for _, rq := range []struct {
-		name  string
-		owner uint64
-		frame []byte
-	}{
-		{"acquire", 21, wiretest.Acquire(21, 5, 30, "k")},
-		{"release", 22, wiretest.Release(22, 1, "k")},
-		{"ping", 23, wiretest.Ping(23)},
-	} {
+	for _, rq := range commands(21, 5) {
 		t.Run(rq.name, func(t *testing.T) {
 			c := wiretest.Dial(t, ts.addr)
 			c.Send(t, wiretest.Hello(wire.Version, 0, nonce(t)))

@@ -38,12 +38,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// Secrets of at least wire.MinSecretLen bytes.
-var (
-	secretOne   = []byte("latch-test-secret-one-0123456789abcdef")
-	secretTwo   = []byte("latch-test-secret-two-fedcba9876543210")
-	secretOther = []byte("latch-test-secret-not-configured-00000")
-)
+// Secrets of at least wire.MinSecretLen bytes; secretOther is configured on no server.
+var secretOne, secretTwo, secretOther = clustertest.Secrets()
 
 // slack is added to every protocol time bound before a test calls it late.
 const slack = 5 * time.Second

@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/server"
+	"github.com/latchd/latch/cluster/servertest"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
@@ -19,32 +20,9 @@ import (
 // session that starts ready) and the follower side's seam (acquires and releases handed to a
 // Router while the node is not the leader).
 
-// peerListener serves every connection accepted on a fresh 127.0.0.1 listener with
-// srv.ServePeer and returns its address. It stops when the test ends.
-func peerListener(t *testing.T, srv *server.Server) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			srv.ServePeer(nc)
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
-	return ln.Addr().String()
-}
-
 func TestServePeerStartsReady(t *testing.T) {
 	ts := startServer(t, withSecrets(secretOne))
-	c := wiretest.Dial(t, peerListener(t, ts.srv))
+	c := wiretest.Dial(t, servertest.ServePeers(t, ts.srv))
 	c.Send(t, wiretest.Acquire(1, 0, 60, "k"))
 	tok := c.ExpectGrant(t, 1)
 	c.Alive(t, 2)
@@ -67,7 +45,7 @@ func TestServePeerStartsReady(t *testing.T) {
 func TestServePeerIdleIsNotAHandshakeTimeout(t *testing.T) {
 	slow(t)
 	ts := startServer(t)
-	c := wiretest.Dial(t, peerListener(t, ts.srv))
+	c := wiretest.Dial(t, servertest.ServePeers(t, ts.srv))
 	c.ExpectSilent(t, wire.HandshakeTimeout+time.Second)
 	c.Alive(t, 1)
 }
@@ -77,7 +55,7 @@ func TestServePeerShutdown(t *testing.T) {
 	holder := ts.dial(t)
 	holder.Send(t, wiretest.Acquire(1, 0, 60, "k"))
 	holder.ExpectGrant(t, 1)
-	c := wiretest.Dial(t, peerListener(t, ts.srv))
+	c := wiretest.Dial(t, servertest.ServePeers(t, ts.srv))
 	c.Send(t, wiretest.Acquire(2, 30, 60, "k"))
 	ts.waitWaiters(t, 1)
 	ts.stop()
@@ -184,7 +162,7 @@ func TestRouterForwardsAcquireAndRelease(t *testing.T) {
 	}
 
 	// A peer session never forwards again: that node is not the leader, so E unavailable.
-	p := wiretest.Dial(t, peerListener(t, srv))
+	p := wiretest.Dial(t, servertest.ServePeers(t, srv))
 	p.Send(t, wiretest.Acquire(6, 0, 60, "k"), wiretest.Release(7, 1, "k"))
 	p.ExpectError(t, 6, wire.ReasonUnavailable)
 	p.ExpectError(t, 7, wire.ReasonUnavailable)

@@ -117,36 +117,38 @@ func pipelineConn(addr string, id, rounds, batch int) error {
 		for i := range keys {
 			buf = wire.AppendRequest(buf, &wire.Request{Op: wire.OpAcquire, Owner: owner + uint64(i), Lease: 30, Key: keys[i]})
 		}
-		if _, err := nc.Write(buf); err != nil {
-			return err
-		}
-		for range keys {
-			resp, err := next()
-			if err != nil {
-				return err
-			}
-			if resp.Op != wire.OpAcquire {
-				return errUnexpectedErr(resp)
-			}
+		if err := pipeline(nc, buf, batch, wire.OpAcquire, next, func(resp *wire.Response) {
 			tokens[resp.Owner-owner] = resp.Token
+		}); err != nil {
+			return err
 		}
 		buf = buf[:0]
 		for i := range keys {
 			buf = wire.AppendRequest(buf, &wire.Request{Op: wire.OpRelease, Owner: owner + uint64(i), Token: tokens[i], Key: keys[i]})
 		}
-		if _, err := nc.Write(buf); err != nil {
+		if err := pipeline(nc, buf, batch, wire.OpRelease, next, func(*wire.Response) {}); err != nil {
 			return err
 		}
-		for range keys {
-			resp, err := next()
-			if err != nil {
-				return err
-			}
-			if resp.Op != wire.OpRelease {
-				return errUnexpectedErr(resp)
-			}
-		}
 		owner += uint64(batch)
+	}
+	return nil
+}
+
+// pipeline writes buf (n pipelined requests) to nc and reads the n responses with next,
+// each of which must be op, handing each to got.
+func pipeline(nc net.Conn, buf []byte, n int, op wire.Op, next func() (*wire.Response, error), got func(*wire.Response)) error {
+	if _, err := nc.Write(buf); err != nil {
+		return err
+	}
+	for range n {
+		resp, err := next()
+		if err != nil {
+			return err
+		}
+		if resp.Op != op {
+			return errUnexpectedErr(resp)
+		}
+		got(resp)
 	}
 	return nil
 }

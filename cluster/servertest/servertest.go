@@ -1,6 +1,7 @@
 // Package servertest starts a real single-mode latch server in-process for tests: a
-// cluster.Node with its expiry sweep and a server.Server listening on 127.0.0.1. It is
-// imported only by _test.go files (the client's tests, cluster/server's external tests);
+// cluster.Node with its expiry sweep and a server.Server listening on 127.0.0.1, and serves
+// a server's peer connections (ServePeers). It is imported only by _test.go files (the
+// client's tests, cluster/server's external tests, cluster/forward's);
 // tests that need real processes start the binary instead (cmd/latch's process tests).
 package servertest
 
@@ -81,4 +82,32 @@ func stop(t testing.TB, ts *Server, served <-chan error, ran <-chan struct{}) {
 	case <-time.After(StopBound):
 		t.Errorf("node.Run did not return after Close")
 	}
+}
+
+// ServePeers serves every connection accepted on a fresh 127.0.0.1 listener with
+// srv.ServePeer (the leader's side of a follower's forwarding link) and returns its
+// address; a ServePeer that fails with anything but server.ErrServerClosed fails the test.
+// When the test ends the listener closes and its accept loop is waited for, before the
+// cleanups registered earlier (such as the server's own shutdown) run.
+func ServePeers(t testing.TB, srv *server.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if err := srv.ServePeer(nc); err != nil && !errors.Is(err, server.ErrServerClosed) {
+				t.Errorf("ServePeer: %v", err)
+			}
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return ln.Addr().String()
 }
