@@ -29,8 +29,9 @@ type tmember struct {
 
 // startCluster starts n members of one --initial-cluster in this process, each with a real
 // peer port on loopback, a data directory in t.TempDir and a client listener; it returns
-// once every member has started (each waits in Start until the others answer).
-func startCluster(t *testing.T, n int) []*tmember {
+// once every member has started (each waits in Start until the others answer). tune, when
+// given, changes each member's Config before it starts.
+func startCluster(t testing.TB, n int, tune ...func(*Config)) []*tmember {
 	t.Helper()
 	secret := []byte("member-test-peer-secret-0123456789abcdef")
 	var initial []raftnode.Peer
@@ -48,6 +49,9 @@ func startCluster(t *testing.T, n int) []*tmember {
 		cfg.Listen, cfg.HTTP = initial[i].Addr, "127.0.0.1:0"
 		cfg.Peer.Secrets = [][]byte{secret}
 		cfg.Logger = clustertest.Logger(t, initial[i].ID, hclog.Info)
+		for _, f := range tune {
+			f(&cfg)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -80,7 +84,7 @@ func startCluster(t *testing.T, n int) []*tmember {
 }
 
 // freeAddr is a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -90,7 +94,7 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func stop(t *testing.T, tm *tmember) {
+func stop(t testing.TB, tm *tmember) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
@@ -102,7 +106,7 @@ func stop(t *testing.T, tm *tmember) {
 
 // leaderOf waits until exactly one running member leads and every running member is
 // ready (a follower's link knows the leader), and returns the leader and a follower.
-func leaderOf(t *testing.T, ms []*tmember) (leader, follower *tmember) {
+func leaderOf(t testing.TB, ms []*tmember) (leader, follower *tmember) {
 	t.Helper()
 	clustertest.Eventually(t, waitFor, "one leader, every member ready", func() bool {
 		leader, follower = nil, nil

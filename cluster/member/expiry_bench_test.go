@@ -1,4 +1,4 @@
-package cluster_test
+package member
 
 import (
 	"flag"
@@ -21,7 +21,7 @@ var (
 )
 
 // BenchmarkMassExpiry ends -mass-keys leases at the same moment on a 3-node in-process
-// cluster (raftnode on loopback TCP, raft-wal in b.TempDir, as BenchmarkClusterMemory) while
+// cluster (benchCluster, as BenchmarkClusterMemory) while
 // a probe acquires and releases its own key every 5 ms through the leader (from 1 s before the
 // leases end until 1 s after the last is freed), and reports how
 // long the cluster took from the lease end until the leader's table held none of them, the
@@ -36,8 +36,8 @@ var (
 // (sampled every 50 ms, no GC forced); peak-alloc the largest heap of objects seen, garbage
 // included.
 //
-//	go test -run '^$' -bench MassExpiry -benchtime 1x -timeout 30m ./cluster/
-//	go test -run '^$' -bench MassExpiry -benchtime 1x ./cluster/ -mass-keys 100000
+//	go test -run '^$' -bench MassExpiry -benchtime 1x -timeout 30m ./cluster/member/
+//	go test -run '^$' -bench MassExpiry -benchtime 1x ./cluster/member/ -mass-keys 100000
 func BenchmarkMassExpiry(b *testing.B) {
 	for range b.N {
 		massExpiry(b, *massKeys, uint16(*massLease))
@@ -45,15 +45,11 @@ func BenchmarkMassExpiry(b *testing.B) {
 }
 
 func massExpiry(b *testing.B, keys int, lease uint16) {
-	ms := startMembers(b)
-	lead := ms.leader(b)
+	ms, leader := benchCluster(b, keys)
+	lead := leader.m.Node()
 	t0 := time.Now()
-	fillLeases(b, lead.node, keys, lease)
-	for _, m := range ms {
-		clustertest.Eventually(b, 2*time.Minute, m.id+" applied every grant", func() bool {
-			return m.raft.FSM().Len() == keys
-		})
-	}
+	fillLeases(b, lead, keys, lease)
+	appliedEverywhere(b, ms, keys, 2*time.Minute)
 	if fill := time.Since(t0); fill > time.Duration(lease)*time.Second-5*time.Second {
 		b.Fatalf("the fill took %v, too close to the %d s lease: raise -mass-lease", fill, lease)
 	}
@@ -61,8 +57,8 @@ func massExpiry(b *testing.B, keys int, lease uint16) {
 	// Every deadline Lead sets is at or after end: the time measured from end to the last
 	// expiry may be a little longer than it took, never shorter.
 	end := time.Now().Add(time.Duration(lease) * time.Second)
-	lead.node.Follow()
-	lead.node.Lead()
+	lead.Follow()
+	lead.Lead()
 
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -72,12 +68,12 @@ func massExpiry(b *testing.B, keys int, lease uint16) {
 	go func() {
 		defer wg.Done()
 		time.Sleep(time.Until(end.Add(-time.Second))) // measure the expiry, not the quiet wait
-		pr = probe(lead.node, &stop)
+		pr = probeKey(lead, &stop)
 	}()
 	go func() { defer wg.Done(); sampleHeap(&stop, end, &peakLive, &peakAlloc) }()
 
 	time.Sleep(time.Until(end))
-	left := func() int { return lead.raft.FSM().Len() }
+	left := func() int { return leader.m.Raft().FSM().Len() }
 	if testing.Verbose() {
 		go func() {
 			for !stop.Load() {
@@ -156,10 +152,10 @@ func (c chanReplier) Reply(r wire.Response) {
 	}
 }
 
-// probe acquires (wait 0) and releases its own key every 5 ms until stop, timing each request
+// probeKey acquires (wait 0) and releases its own key every 5 ms until stop, timing each request
 // from the call to its answer. Anything but A then R is a refusal. Bounded: a request
 // unanswered for 10 s ends it.
-func probe(n *cluster.Node, stop *atomic.Bool) (pr probeResult) {
+func probeKey(n *cluster.Node, stop *atomic.Bool) (pr probeResult) {
 	ch := make(chanReplier, 4)
 	c := n.Attach(ch)
 	key := []byte("probe")
@@ -213,8 +209,8 @@ func sampleHeap(stop *atomic.Bool, end time.Time, peakLive, peakAlloc *atomic.Ui
 // lease is granted by the leader's expiry timer: never before the lease ends, and within its
 // own wait. The handover time is logged.
 func TestClusterHandoverAtLeaseEnd(t *testing.T) {
-	ms := startMembers(t)
-	n := ms.leader(t).node
+	_, leader := benchCluster(t, 16)
+	n := leader.m.Node()
 	ha, hb := make(chanReplier, 1), make(chanReplier, 1)
 	a, b := n.Attach(ha), n.Attach(hb)
 	asked := time.Now() // the lease starts when the grant is applied: after this
