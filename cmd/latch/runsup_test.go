@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/latchd/latch/cluster/clustertest"
+	"github.com/latchd/latch/cluster/clustertest/procstat"
 )
 
 // waitPid waits up to 20 s for path to hold a pid and returns it.
@@ -36,42 +37,14 @@ func waitPid(t *testing.T, path string) int {
 	return 0
 }
 
-// pgidOf is the process group of pid, from /proc.
+// pgidOf is the process group of pid.
 func pgidOf(t *testing.T, pid int) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // state ppid pgrp ...
-	pg, err := strconv.Atoi(f[2])
+	pg, err := procstat.Pgid(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pg
-}
-
-// groupAlive lists the live (not zombie) processes of process group pgid.
-func groupAlive(pgid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // Issue 13: kill -9 of latch run left its command running past the lease. Now the guard
@@ -104,7 +77,7 @@ func TestRunKill9KillsTheCommandsGroup(t *testing.T) {
 	}
 	cmd.Wait()
 	killed := time.Now()
-	for left := groupAlive(pgid); len(left) > 0; left = groupAlive(pgid) {
+	for left := procstat.Group(pgid); len(left) > 0; left = procstat.Group(pgid) {
 		if time.Since(killed) > time.Second {
 			for _, pid := range left {
 				syscall.Kill(pid, syscall.SIGKILL)
@@ -132,7 +105,7 @@ func TestRunSecondSignalKillsTheGroup(t *testing.T) {
 		t.Fatalf("one SIGTERM ended latch run: %v\n%s", err, out.String())
 	default:
 	}
-	if !alive(pid) {
+	if !procstat.Alive(pid) {
 		t.Fatal("one SIGTERM killed the command, which ignores it")
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
@@ -145,7 +118,7 @@ func TestRunSecondSignalKillsTheGroup(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("a second SIGTERM did not end latch run within 20 s (lease 60 s):\n%s", out.String())
 	}
-	if alive(pid) {
+	if procstat.Alive(pid) {
 		t.Fatal("the command outlived latch run")
 	}
 	if code, out := run(t, nil, "acquire", "--servers="+p.listen, "sig/k"); code != 0 || !strings.HasPrefix(out, "token 2") {
