@@ -183,8 +183,7 @@ func TestClusterSurvivesLeaderKill(t *testing.T) {
 	clustertest.Slow(t, "starts three processes")
 	tc := startTestCluster(t, 3)
 	l := tc.leader()
-	c := wiretest.Dial(t, tc.procs[l].listen)
-	c.Hello(t, nil)
+	c := tc.procs[l].dial(t)
 	held := c.Do(t, wiretest.Acquire(1, 0, 120, "held/across")).Token
 	if held == 0 {
 		t.Fatal("no grant on the leader")
@@ -211,8 +210,7 @@ func TestClusterSurvivesLeaderKill(t *testing.T) {
 	tc.procs[l].cmd.Process.Signal(syscall.SIGKILL)
 	<-tc.procs[l].exited
 	nl := tc.leader(l)
-	c2 := wiretest.Dial(t, tc.procs[nl].listen)
-	c2.Hello(t, nil)
+	c2 := tc.procs[nl].dial(t)
 	r := c2.Do(t, wiretest.Acquire(1, 0, 30, "after/failover"))
 	if r.Op != wire.OpAcquire || r.Token <= last || seen[r.Token] {
 		t.Fatalf("first grant after failover: %s; last token before was %d", wiretest.Describe(r), last)
@@ -228,8 +226,7 @@ func TestClusterRestartKeepsLocksAndCounter(t *testing.T) {
 	clustertest.Slow(t, "starts three processes twice")
 	tc := startTestCluster(t, 3, "--token-floor", "1000")
 	l := tc.leader()
-	c := wiretest.Dial(t, tc.procs[l].listen)
-	c.Hello(t, nil)
+	c := tc.procs[l].dial(t)
 	tok := c.Do(t, wiretest.Acquire(1, 0, 300, "survives/restart")).Token
 	if tok != 1001 {
 		t.Fatalf("first token %d, want 1001 (--token-floor 1000)", tok)
@@ -245,8 +242,7 @@ func TestClusterRestartKeepsLocksAndCounter(t *testing.T) {
 		tc.procs[i] = startServer(t, nil, tc.args[i]...)
 	}
 	l = tc.leader()
-	c = wiretest.Dial(t, tc.procs[l].listen)
-	c.Hello(t, nil)
+	c = tc.procs[l].dial(t)
 	c.Raw(t, wiretest.Acquire(2, 0, 30, "survives/restart"))
 	c.ExpectOp(t, wire.OpTimeout, 2)
 	if next := c.Do(t, wiretest.Acquire(3, 0, 30, "new")).Token; next <= tok {
@@ -270,8 +266,7 @@ func TestClusterFollowersForward(t *testing.T) {
 		if i == l {
 			continue
 		}
-		c := wiretest.Dial(t, p.listen)
-		c.Hello(t, nil)
+		c := p.dial(t)
 		followers = append(followers, c)
 	}
 	a, b := followers[0], followers[1]
@@ -303,14 +298,12 @@ func TestClusterFrozenLeaderGrantsNothingStale(t *testing.T) {
 	clustertest.Slow(t, "starts three processes")
 	tc := startTestCluster(t, 3)
 	old := tc.leader()
-	c := wiretest.Dial(t, tc.procs[old].listen)
-	c.Hello(t, nil)
+	c := tc.procs[old].dial(t)
 	t1 := c.Do(t, wiretest.Acquire(1, 0, 60, "frozen")).Token
 
 	resume := tc.procs[old].freeze(t)
 	nl := tc.leader(old)
-	n := wiretest.Dial(t, tc.procs[nl].listen)
-	n.Hello(t, nil)
+	n := tc.procs[nl].dial(t)
 	n.Raw(t, wiretest.Acquire(2, 0, 30, "frozen"))
 	n.ExpectOp(t, wire.OpTimeout, 2) // the lock survived the failover
 	n.Raw(t, wiretest.Release(3, t1, "frozen"))
@@ -494,8 +487,7 @@ func TestFiveNodesTransferAndLoseTwo(t *testing.T) {
 	clustertest.Slow(t, "starts five processes")
 	tc := startTestCluster(t, 5)
 	l := tc.leader()
-	c := wiretest.Dial(t, tc.procs[l].listen)
-	c.Hello(t, nil)
+	c := tc.procs[l].dial(t)
 	t1 := c.Do(t, wiretest.Acquire(1, 0, 120, "five/held")).Token
 	c.Close()
 
@@ -513,8 +505,7 @@ func TestFiveNodesTransferAndLoseTwo(t *testing.T) {
 	tc.procs[second].cmd.Process.Signal(syscall.SIGKILL)
 	<-tc.procs[second].exited
 	third := tc.leader(l, second)
-	n := wiretest.Dial(t, tc.procs[third].listen)
-	n.Hello(t, nil)
+	n := tc.procs[third].dial(t)
 	n.Raw(t, wiretest.Acquire(2, 0, 30, "five/held"))
 	n.ExpectOp(t, wire.OpTimeout, 2) // still held after two leader changes
 	if t2 := n.Do(t, wiretest.Acquire(3, 0, 30, "five/new")).Token; t2 <= t1 {

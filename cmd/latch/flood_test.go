@@ -420,8 +420,7 @@ func TestHTTPIdleFloodUnderLowDescriptorLimit(t *testing.T) {
 	if code, body := httpGet(t, "http://"+p.http+"/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("/healthz during the flood: %d %q", code, body)
 	}
-	c := wiretest.Dial(t, p.listen)
-	c.Hello(t, nil)
+	c := p.dial(t)
 	if r := c.Do(t, wiretest.Acquire(1, 0, 30, "http/flood")); r.Op != wire.OpAcquire {
 		t.Fatalf("acquire during the HTTP flood: %s", wiretest.Describe(r))
 	}

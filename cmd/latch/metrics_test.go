@@ -43,8 +43,7 @@ func wantMetrics(t *testing.T, body string, want ...string) {
 func TestMetricsPassPromlintSingleMode(t *testing.T) {
 	t.Parallel()
 	p := startServer(t, nil)
-	c := wiretest.Dial(t, p.listen)
-	c.Hello(t, nil)
+	c := p.dial(t)
 	tok := c.Do(t, wiretest.Acquire(1, 0, 30, "lint/a")).Token
 	c.Raw(t, wiretest.Release(2, tok, "lint/a"))
 	c.ExpectOp(t, wire.OpRelease, 2)
@@ -89,8 +88,7 @@ func TestMetricsPassPromlintClusterMode(t *testing.T) {
 	t.Parallel()
 	tc := startTestCluster(t, 3)
 	l := tc.leader()
-	c := wiretest.Dial(t, tc.procs[l].listen)
-	c.Hello(t, nil)
+	c := tc.procs[l].dial(t)
 	tok := c.Do(t, wiretest.Acquire(1, 0, 30, "lint/c")).Token
 	c.Raw(t, wiretest.Release(2, tok, "lint/c"))
 	c.ExpectOp(t, wire.OpRelease, 2)

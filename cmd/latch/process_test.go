@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/cluster/clustertest"
+	"github.com/latchd/latch/wire/wiretest"
 )
 
 // These tests run the real binary, built once by TestMain, as a separate process on
@@ -125,6 +126,15 @@ func (p *proc) awaitServing(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s did not log 'latch serving' within 30 s:\n%s", p.what, p.stderr.String())
 	}
+}
+
+// dial connects a client to p's client port and says hello without a secret; the
+// connection is closed when the test ends.
+func (p *proc) dial(t *testing.T) *wiretest.Conn {
+	t.Helper()
+	c := wiretest.Dial(t, p.listen)
+	c.Hello(t, nil)
+	return c
 }
 
 func hasFlag(args, env []string, name string) bool {

@@ -156,8 +156,7 @@ func TestForgedRaftRPCsFromANonMemberChangeNothing(t *testing.T) {
 	}
 	tc := startTestCluster(t, 3, "--peer-secret-file", secretFile, "--admin-secret-file", adminFile)
 	l := tc.leader()
-	c := wiretest.Dial(t, tc.procs[l].listen)
-	c.Hello(t, nil)
+	c := tc.procs[l].dial(t)
 	held := c.Do(t, wiretest.Acquire(1, 0, 300, "raftauth/held")).Token
 	waitAll(t, tc, func(st raftStatus) bool { return st.LastToken == held })
 

@@ -79,8 +79,7 @@ func TestDeposedLeaderWithAClearedTailRestarts(t *testing.T) {
 		tc.procs[i].signal(t, syscall.SIGKILL)
 		tc.procs[i].wait(t, 30*time.Second)
 	}
-	c := wiretest.Dial(t, tc.procs[old].listen)
-	c.Hello(t, nil)
+	c := tc.procs[old].dial(t)
 	const proposals = 50
 	for i := range proposals {
 		c.Raw(t, wiretest.Acquire(uint64(i+1), 0, 30, fmt.Sprintf("lost/%d", i)))
