@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -177,10 +176,9 @@ func TestOutOfDescriptorsRefusesWithUnavailable(t *testing.T) {
 		}
 	}
 	_, body := get("/metrics")
-	m := regexp.MustCompile(`\nlatch_connections_refused_total (\d+)\n`).FindStringSubmatch(body)
-	if m == nil {
+	if v := metricValue(body, "latch_connections_refused_total"); v == "" {
 		t.Error("/metrics lacks latch_connections_refused_total")
-	} else if n, _ := strconv.Atoi(m[1]); n < refused {
+	} else if n, _ := strconv.Atoi(v); n < refused {
 		t.Errorf("latch_connections_refused_total %d after %d refusals", n, refused)
 	}
 	log := p.stderr.String()

@@ -353,16 +353,6 @@ func TestClientPortSilentFlood(t *testing.T) {
 	c.Alive(t, 1)
 }
 
-// metricLine returns the line of the Prometheus text exposition that starts with name.
-func metricLine(exposition, name string) string {
-	for _, line := range strings.Split(exposition, "\n") {
-		if strings.HasPrefix(line, name+" ") {
-			return line
-		}
-	}
-	return ""
-}
-
 // Issue 11: 3,000 idle keep-alive connections to --http stayed open for good, and on a node
 // with a 1,200 descriptor limit they made the client port fail accept (too many open
 // files). With that limit, the HTTP connection cap (256) keeps the node's descriptors in

@@ -134,10 +134,20 @@ func checkLocks(t *testing.T, lab locksLab) {
 // tokenOf reads the "token N" line of latch acquire's output.
 func tokenOf(t *testing.T, out string) uint64 {
 	t.Helper()
-	m := regexp.MustCompile(`(?m)^token (\d+)$`).FindStringSubmatch(out)
+	return matchedUint(t, `(?m)^token (\d+)$`, out)
+}
+
+// matchedUint is the number that the first group of the regular expression re matches in
+// out; it fails the test when re does not match.
+func matchedUint(t *testing.T, re, out string) uint64 {
+	t.Helper()
+	m := regexp.MustCompile(re).FindStringSubmatch(out)
 	if m == nil {
-		t.Fatalf("no token in:\n%s", out)
+		t.Fatalf("no match for %s in:\n%s", re, out)
 	}
-	tok, _ := strconv.ParseUint(m[1], 10, 64)
-	return tok
+	n, err := strconv.ParseUint(m[1], 10, 64)
+	if err != nil {
+		t.Fatalf("%s in %q: %v", re, out, err)
+	}
+	return n
 }
