@@ -60,16 +60,7 @@ import (
 // It runs only as root with iproute2 (it skips otherwise, and with -short). It does not run
 // in parallel with other tests: its recovery bound needs the machine's cores.
 func TestClusterChaos(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds network namespaces, starts a cluster and runs a fault schedule for a minute; skipped with -short")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces (ip netns); run the tests as root to include it")
-	}
-	ipPath := partitionIPPath()
-	if ipPath == "" {
-		t.Skip("needs iproute2's ip (not on PATH, nor in /usr/sbin, /sbin, /usr/bin, /bin)")
-	}
+	ipPath := partitionLabIPPath(t, "builds network namespaces, starts a cluster and runs a fault schedule for a minute")
 	cfg, err := chaosConfigFromEnv()
 	if err != nil {
 		t.Fatal(err)

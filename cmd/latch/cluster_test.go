@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -207,8 +206,7 @@ func TestClusterSurvivesLeaderKill(t *testing.T) {
 	}
 	c.Close()
 
-	tc.procs[l].cmd.Process.Signal(syscall.SIGKILL)
-	<-tc.procs[l].exited
+	tc.procs[l].kill(t)
 	nl := tc.leader(l)
 	c2 := tc.procs[nl].dial(t)
 	r := c2.Do(t, wiretest.Acquire(1, 0, 30, "after/failover"))
@@ -232,11 +230,8 @@ func TestClusterRestartKeepsLocksAndCounter(t *testing.T) {
 		t.Fatalf("first token %d, want 1001 (--token-floor 1000)", tok)
 	}
 	c.Close()
-	for _, p := range tc.procs {
-		p.signal(t, syscall.SIGTERM)
-		if code := p.wait(t, 30*time.Second); code != 0 {
-			t.Fatalf("exit %d after SIGTERM:\n%s", code, p.stderr.String())
-		}
+	for i, p := range tc.procs {
+		p.stop(t, fmt.Sprintf("n%d", i+1))
 	}
 	for i := range tc.procs {
 		tc.procs[i] = startServer(t, nil, tc.args[i]...)
@@ -492,18 +487,14 @@ func TestFiveNodesTransferAndLoseTwo(t *testing.T) {
 	c.Close()
 
 	start := time.Now()
-	tc.procs[l].signal(t, syscall.SIGTERM)
-	if code := tc.procs[l].wait(t, 30*time.Second); code != 0 {
-		t.Fatalf("leader exit %d after SIGTERM", code)
-	}
+	tc.procs[l].stop(t, "the leader")
 	if strings.Contains(tc.procs[l].stderr.String(), "leadership transfer before shutdown failed") {
 		t.Fatalf("the leader did not hand leadership over:\n%s", tc.procs[l].stderr.String())
 	}
 	second := tc.leader(l)
 	t.Logf("new leader n%d established %s after SIGTERM", second+1, time.Since(start).Round(time.Millisecond))
 
-	tc.procs[second].cmd.Process.Signal(syscall.SIGKILL)
-	<-tc.procs[second].exited
+	tc.procs[second].kill(t)
 	third := tc.leader(l, second)
 	n := tc.procs[third].dial(t)
 	n.Raw(t, wiretest.Acquire(2, 0, 30, "five/held"))

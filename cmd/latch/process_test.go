@@ -230,6 +230,23 @@ func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 	}
 }
 
+// stop sends p SIGTERM and fails unless it exits 0 within 30 s; name says which process it
+// is in the failure.
+func (p *proc) stop(t *testing.T, name string) {
+	t.Helper()
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("%s: exit %d after SIGTERM", name, code)
+	}
+}
+
+// kill sends p SIGKILL and waits until it has exited (its sockets are closed by then).
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	p.signal(t, syscall.SIGKILL)
+	p.wait(t, 30*time.Second)
+}
+
 // freeze stops p (SIGSTOP) and returns the func that resumes it (SIGCONT), at once when
 // called and at the latest when the test ends: no frozen process outlives its test.
 func (p *proc) freeze(t *testing.T) (resume func()) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,8 +19,7 @@ func TestAcquireRidesThroughLeaderKill(t *testing.T) {
 	for _, p := range tc.procs {
 		all = append(all, p.listen)
 	}
-	tc.procs[l].cmd.Process.Signal(syscall.SIGKILL)
-	<-tc.procs[l].exited // its sockets are closed: the survivors' links to it are broken
+	tc.procs[l].kill(t) // its sockets are closed: the survivors' links to it are broken
 
 	type attempt struct {
 		via  string
