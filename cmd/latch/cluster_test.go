@@ -449,13 +449,8 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 	}
 	tc.procs = append(tc.procs, startServer(t, nil, append([]string{"--mode", "cluster", "--id", "n6",
 		"--data-dir", filepath.Join(tc.dataDir, "n6"), "--raft-addr", n6}, sec.serverArgs()...)...))
-	select {
-	case err := <-addDone:
-		if err != nil || !strings.Contains(addOut.String(), "added n6") {
-			t.Fatalf("peers add once n6 runs: %v\n%s", err, addOut.String())
-		}
-	case <-time.After(40 * time.Second):
-		t.Fatalf("peers add still waiting 40 s after n6 started:\n%s", addOut.String())
+	if code := exitWithin(t, addDone, 40*time.Second, "peers add, once n6 started,", addOut); code != 0 || !strings.Contains(addOut.String(), "added n6") {
+		t.Fatalf("peers add once n6 runs: exit %d\n%s", code, addOut.String())
 	}
 	if v := voters(); v != 5 || suffrage()["n6 "+n6] != "voter" {
 		t.Fatalf("after peers add, want n6 among 5 voters:\n%s", members(l))

@@ -110,13 +110,8 @@ func checkLocks(t *testing.T, lab locksLab) {
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("released jobs/nightly token %d", tok)) {
 		t.Fatalf("locks release: exit %d\n%s", code, out)
 	}
-	select {
-	case err := <-wdone:
-		if err != nil {
-			t.Fatalf("the waiter: %v\n%s", err, wout.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the waiter was not granted after the forced release:\n%s", wout.String())
+	if code := exitWithin(t, wdone, 20*time.Second, "the waiter, not granted after the forced release,", wout); code != 0 {
+		t.Fatalf("the waiter: exit %d\n%s", code, wout.String())
 	}
 	if next := tokenOf(t, wout.String()); next <= tok {
 		t.Fatalf("the waiter got token %d, not above %d", next, tok)

@@ -160,13 +160,34 @@ func (p *proc) wait(t *testing.T, d time.Duration) int {
 	case <-time.After(d):
 		t.Fatalf("server still running after %s", d)
 	}
-	if p.err == nil {
+	return waitStatus(t, p.err)
+}
+
+// waitStatus is the exit code of a process whose Wait returned err: 0, its status, or -1 when
+// a signal ended it. An error that is no exit status fails the test.
+func waitStatus(t *testing.T, err error) int {
+	t.Helper()
+	if err == nil {
 		return 0
 	}
-	if ee, ok := p.err.(*exec.ExitError); ok {
+	if ee, ok := err.(*exec.ExitError); ok {
 		return ee.ExitCode()
 	}
-	t.Fatalf("wait: %v", p.err)
+	t.Fatalf("wait: %v", err)
+	return -1
+}
+
+// exitWithin waits up to d for the process whose Wait result done delivers (see start) and
+// returns its exit code; it fails the test when the process, named by what, still runs
+// after d, printing its output out.
+func exitWithin(t *testing.T, done <-chan error, d time.Duration, what string, out *clustertest.Buffer) int {
+	t.Helper()
+	select {
+	case err := <-done:
+		return waitStatus(t, err)
+	case <-time.After(d):
+		t.Fatalf("%s still running after %s:\n%s", what, d, out.String())
+	}
 	return -1
 }
 
@@ -190,21 +211,9 @@ func start(t *testing.T, env []string, args ...string) (cmd *exec.Cmd, out *clus
 // run runs the binary to completion with a bound and returns its exit code and output.
 func run(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
-	cmd, out, done := start(t, env, args...)
-	select {
-	case err := <-done:
-		if err == nil {
-			return 0, out.String()
-		}
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), out.String()
-		}
-		t.Fatal(err)
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("latch %v did not finish within 20 s:\n%s", args, out.String())
-	}
-	return -1, ""
+	_, out, done := start(t, env, args...)
+	code := exitWithin(t, done, 20*time.Second, "latch "+strings.Join(args, " "), out)
+	return code, out.String()
 }
 
 func httpGet(t *testing.T, url string) (int, string) {

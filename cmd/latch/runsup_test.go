@@ -109,14 +109,9 @@ func TestRunSecondSignalKillsTheGroup(t *testing.T) {
 		t.Fatal("one SIGTERM killed the command, which ignores it")
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-done:
-		ee, ok := err.(*exec.ExitError)
-		if !ok || ee.ExitCode() != 128+int(syscall.SIGKILL) || !strings.Contains(out.String(), "second signal") {
-			t.Fatalf("latch run after a second SIGTERM: %v, want exit %d:\n%s", err, 128+int(syscall.SIGKILL), out.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("a second SIGTERM did not end latch run within 20 s (lease 60 s):\n%s", out.String())
+	code := exitWithin(t, done, 20*time.Second, "latch run, after a second SIGTERM (lease 60 s),", out)
+	if code != 128+int(syscall.SIGKILL) || !strings.Contains(out.String(), "second signal") {
+		t.Fatalf("latch run after a second SIGTERM: exit %d, want %d:\n%s", code, 128+int(syscall.SIGKILL), out.String())
 	}
 	if procstat.Alive(pid) {
 		t.Fatal("the command outlived latch run")
@@ -147,14 +142,9 @@ func TestAcquireGateFailureReleasesBeforeExit(t *testing.T) {
 	if code, out := run(t, nil, "release", srv, "gate", "1"); code != 0 {
 		t.Fatalf("release: exit %d, %s", code, out)
 	}
-	select {
-	case err := <-done:
-		ee, ok := err.(*exec.ExitError)
-		if !ok || ee.ExitCode() != exitNotAcquired || !strings.Contains(out.String(), "released again (confirmed)") {
-			t.Fatalf("acquire whose grant fails the gate: %v, want exit %d:\n%s", err, exitNotAcquired, out.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("acquire did not end within 30 s:\n%s", out.String())
+	code := exitWithin(t, done, 30*time.Second, "acquire", out)
+	if code != exitNotAcquired || !strings.Contains(out.String(), "released again (confirmed)") {
+		t.Fatalf("acquire whose grant fails the gate: exit %d, want %d:\n%s", code, exitNotAcquired, out.String())
 	}
 	if code, out := run(t, nil, "acquire", srv, "gate"); code != 0 || !strings.HasPrefix(out, "token 3") {
 		t.Fatalf("the refused grant still holds the key: exit %d, %q", code, out)
@@ -229,12 +219,7 @@ func TestRunCommandReadsTheTerminal(t *testing.T) {
 	}
 	master.Write([]byte("world\n"))
 	await("the shell reads the terminal again", func() bool { return strings.Contains(out.String(), "after world") })
-	select {
-	case err := <-shDone:
-		if err != nil {
-			t.Fatalf("shell: %v\n%s", err, out.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the shell did not exit:\n%s", out.String())
+	if code := exitWithin(t, shDone, 20*time.Second, "the shell", out); code != 0 {
+		t.Fatalf("shell: exit %d\n%s", code, out.String())
 	}
 }
