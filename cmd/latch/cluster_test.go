@@ -1,12 +1,9 @@
 package main
 
 import (
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,25 +154,6 @@ func logTime(t *testing.T, p *proc, msg string) time.Time {
 	}
 	t.Fatalf("%s never logged %q:\n%s", p.what, msg, p.stderr.String())
 	return time.Time{}
-}
-
-// httpGetQuiet is an HTTP GET that reports failure as status 0, for polling. hostPath may
-// start with https:// (a node with --http-tls); the certificate is not checked here, only by
-// the tests that are about it.
-func httpGetQuiet(hostPath string) (int, string) {
-	c := &http.Client{Timeout: 2 * time.Second}
-	url := "http://" + hostPath
-	if strings.HasPrefix(hostPath, "https://") {
-		url = hostPath
-		c.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
-	}
-	resp, err := c.Get(url)
-	if err != nil {
-		return 0, ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, string(b)
 }
 
 func TestClusterSurvivesLeaderKill(t *testing.T) {

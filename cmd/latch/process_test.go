@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -228,6 +229,25 @@ func httpGet(t *testing.T, url string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resp.StatusCode, string(b)
+}
+
+// httpGetQuiet is an HTTP GET that reports failure as status 0, for polling. hostPath may
+// start with https:// (a node with --http-tls); the certificate is not checked here, only by
+// the tests that are about it.
+func httpGetQuiet(hostPath string) (int, string) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	url := "http://" + hostPath
+	if strings.HasPrefix(hostPath, "https://") {
+		url = hostPath
+		c.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, string(b)
 }
 
