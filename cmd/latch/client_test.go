@@ -177,15 +177,7 @@ while :; do date +%s%N >> "$1"; sleep 0.02; done`
 		t.Fatal("the command kept running after latch run exited")
 	}
 	// The grandchild was in the command's process group and died with it.
-	pb, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(pb)))
-	if err != nil {
-		t.Fatalf("grandchild pid %q: %v", pb, err)
-	}
-	if procstat.Alive(pid) {
+	if pid := waitPid(t, pidFile); procstat.Alive(pid) {
 		syscall.Kill(pid, syscall.SIGKILL)
 		t.Fatalf("process %d of the command's group outlived the lease", pid)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -249,6 +250,23 @@ func httpGetQuiet(hostPath string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, string(b)
+}
+
+// waitPid waits up to 20 s for path to hold a pid and returns it.
+func waitPid(t *testing.T, path string) int {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(path)
+		if err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatalf("%s: %q", path, b)
+			}
+			return pid
+		}
+	}
+	t.Fatalf("%s was not written within 20 s", path)
+	return 0
 }
 
 // signal sends sig to the process.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,23 +18,6 @@ import (
 	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/clustertest/procstat"
 )
-
-// waitPid waits up to 20 s for path to hold a pid and returns it.
-func waitPid(t *testing.T, path string) int {
-	t.Helper()
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		b, err := os.ReadFile(path)
-		if err == nil && strings.HasSuffix(string(b), "\n") {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatalf("%s: %q", path, b)
-			}
-			return pid
-		}
-	}
-	t.Fatalf("%s was not written within 20 s", path)
-	return 0
-}
 
 // pgidOf is the process group of pid.
 func pgidOf(t *testing.T, pid int) int {
