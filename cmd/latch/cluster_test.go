@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -137,23 +136,6 @@ func contains(xs []int, x int) bool {
 		}
 	}
 	return false
-}
-
-// logTime returns the timestamp of the first JSON log line of p whose message starts with
-// msg, failing the test if there is none.
-func logTime(t *testing.T, p *proc, msg string) time.Time {
-	t.Helper()
-	for _, line := range strings.Split(p.stderr.String(), "\n") {
-		var l struct {
-			Msg string    `json:"@message"`
-			At  time.Time `json:"@timestamp"`
-		}
-		if json.Unmarshal([]byte(line), &l) == nil && strings.HasPrefix(l.Msg, msg) {
-			return l.At
-		}
-	}
-	t.Fatalf("%s never logged %q:\n%s", p.what, msg, p.stderr.String())
-	return time.Time{}
 }
 
 func TestClusterSurvivesLeaderKill(t *testing.T) {

@@ -127,24 +127,6 @@ func awaitNewLeader(t *testing.T, tc *testCluster, old int, bound time.Duration)
 	return -1, 0, 0
 }
 
-// lastLogTime returns the timestamp of the last JSON log line of p whose message starts
-// with msg, failing the test if there is none.
-func lastLogTime(t *testing.T, p *proc, msg string) time.Time {
-	t.Helper()
-	lines := strings.Split(p.stderr.String(), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		var l struct {
-			Msg string    `json:"@message"`
-			At  time.Time `json:"@timestamp"`
-		}
-		if json.Unmarshal([]byte(lines[i]), &l) == nil && strings.HasPrefix(l.Msg, msg) {
-			return l.At
-		}
-	}
-	t.Fatalf("%s never logged %q", p.what, msg)
-	return time.Time{}
-}
-
 // peakRSS is the peak resident set size of p, for the test log, or "unknown".
 func peakRSS(p *proc) string {
 	b, err := readVmHWM(p.cmd.Process.Pid)

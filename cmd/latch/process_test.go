@@ -269,6 +269,39 @@ func waitPid(t *testing.T, path string) int {
 	return 0
 }
 
+// logTimes are the timestamps of p's JSON log lines whose message starts with msg, in the
+// order logged; it fails the test when there is none.
+func (p *proc) logTimes(t *testing.T, msg string) []time.Time {
+	t.Helper()
+	var at []time.Time
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		var l struct {
+			Msg string    `json:"@message"`
+			At  time.Time `json:"@timestamp"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && strings.HasPrefix(l.Msg, msg) {
+			at = append(at, l.At)
+		}
+	}
+	if len(at) == 0 {
+		t.Fatalf("%s never logged %q:\n%s", p.what, msg, p.stderr.String())
+	}
+	return at
+}
+
+// logTime is the timestamp of the first log line of p whose message starts with msg.
+func logTime(t *testing.T, p *proc, msg string) time.Time {
+	t.Helper()
+	return p.logTimes(t, msg)[0]
+}
+
+// lastLogTime is the timestamp of the last log line of p whose message starts with msg.
+func lastLogTime(t *testing.T, p *proc, msg string) time.Time {
+	t.Helper()
+	at := p.logTimes(t, msg)
+	return at[len(at)-1]
+}
+
 // signal sends sig to the process.
 func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
