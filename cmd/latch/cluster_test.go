@@ -110,6 +110,14 @@ func (tc *testCluster) leader(skip ...int) int {
 	return -1
 }
 
+// dialLeader waits for the leader as leader does (skip: nodes not to count) and returns it
+// with a client session to it (dial).
+func (tc *testCluster) dialLeader(t *testing.T, skip ...int) (int, *wiretest.Conn) {
+	t.Helper()
+	l := tc.leader(skip...)
+	return l, tc.procs[l].dial(t)
+}
+
 // allReady reports whether every live node answers /readyz with 200 (a follower is ready
 // once it forwards to the leader).
 func (tc *testCluster) allReady(skip []int) bool {
@@ -141,8 +149,7 @@ func contains(xs []int, x int) bool {
 func TestClusterSurvivesLeaderKill(t *testing.T) {
 	clustertest.Slow(t, "starts three processes")
 	tc := startTestCluster(t, 3)
-	l := tc.leader()
-	c := tc.procs[l].dial(t)
+	l, c := tc.dialLeader(t)
 	held := c.Do(t, wiretest.Acquire(1, 0, 120, "held/across")).Token
 	if held == 0 {
 		t.Fatal("no grant on the leader")
@@ -167,8 +174,7 @@ func TestClusterSurvivesLeaderKill(t *testing.T) {
 	c.Close()
 
 	tc.procs[l].kill(t)
-	nl := tc.leader(l)
-	c2 := tc.procs[nl].dial(t)
+	_, c2 := tc.dialLeader(t, l)
 	r := c2.Do(t, wiretest.Acquire(1, 0, 30, "after/failover"))
 	if r.Op != wire.OpAcquire || r.Token <= last || seen[r.Token] {
 		t.Fatalf("first grant after failover: %s; last token before was %d", wiretest.Describe(r), last)
@@ -183,8 +189,7 @@ func TestClusterSurvivesLeaderKill(t *testing.T) {
 func TestClusterRestartKeepsLocksAndCounter(t *testing.T) {
 	clustertest.Slow(t, "starts three processes twice")
 	tc := startTestCluster(t, 3, "--token-floor", "1000")
-	l := tc.leader()
-	c := tc.procs[l].dial(t)
+	_, c := tc.dialLeader(t)
 	tok := c.Do(t, wiretest.Acquire(1, 0, 300, "survives/restart")).Token
 	if tok != 1001 {
 		t.Fatalf("first token %d, want 1001 (--token-floor 1000)", tok)
@@ -196,8 +201,7 @@ func TestClusterRestartKeepsLocksAndCounter(t *testing.T) {
 	for i := range tc.procs {
 		tc.procs[i] = startServer(t, nil, tc.args[i]...)
 	}
-	l = tc.leader()
-	c = tc.procs[l].dial(t)
+	_, c = tc.dialLeader(t)
 	c.Raw(t, wiretest.Acquire(2, 0, 30, "survives/restart"))
 	c.ExpectOp(t, wire.OpTimeout, 2)
 	if next := c.Do(t, wiretest.Acquire(3, 0, 30, "new")).Token; next <= tok {
@@ -252,13 +256,11 @@ func (tc *testCluster) leading(i int) bool {
 func TestClusterFrozenLeaderGrantsNothingStale(t *testing.T) {
 	clustertest.Slow(t, "starts three processes")
 	tc := startTestCluster(t, 3)
-	old := tc.leader()
-	c := tc.procs[old].dial(t)
+	old, c := tc.dialLeader(t)
 	t1 := c.Do(t, wiretest.Acquire(1, 0, 60, "frozen")).Token
 
 	resume := tc.procs[old].freeze(t)
-	nl := tc.leader(old)
-	n := tc.procs[nl].dial(t)
+	_, n := tc.dialLeader(t, old)
 	n.Raw(t, wiretest.Acquire(2, 0, 30, "frozen"))
 	n.ExpectOp(t, wire.OpTimeout, 2) // the lock survived the failover
 	n.Raw(t, wiretest.Release(3, t1, "frozen"))
@@ -436,8 +438,7 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 func TestFiveNodesTransferAndLoseTwo(t *testing.T) {
 	clustertest.Slow(t, "starts five processes")
 	tc := startTestCluster(t, 5)
-	l := tc.leader()
-	c := tc.procs[l].dial(t)
+	l, c := tc.dialLeader(t)
 	t1 := c.Do(t, wiretest.Acquire(1, 0, 120, "five/held")).Token
 	c.Close()
 
@@ -450,8 +451,7 @@ func TestFiveNodesTransferAndLoseTwo(t *testing.T) {
 	t.Logf("new leader n%d established %s after SIGTERM", second+1, time.Since(start).Round(time.Millisecond))
 
 	tc.procs[second].kill(t)
-	third := tc.leader(l, second)
-	n := tc.procs[third].dial(t)
+	_, n := tc.dialLeader(t, l, second)
 	n.Raw(t, wiretest.Acquire(2, 0, 30, "five/held"))
 	n.ExpectOp(t, wire.OpTimeout, 2) // still held after two leader changes
 	if t2 := n.Do(t, wiretest.Acquire(3, 0, 30, "five/new")).Token; t2 <= t1 {

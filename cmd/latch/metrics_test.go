@@ -113,8 +113,7 @@ func buildInfo(t *testing.T, body string) string {
 func TestMetricsPassPromlintClusterMode(t *testing.T) {
 	t.Parallel()
 	tc := startTestCluster(t, 3)
-	l := tc.leader()
-	c := tc.procs[l].dial(t)
+	l, c := tc.dialLeader(t)
 	tok := c.Do(t, wiretest.Acquire(1, 0, 30, "lint/c")).Token
 	c.Raw(t, wiretest.Release(2, tok, "lint/c"))
 	c.ExpectOp(t, wire.OpRelease, 2)

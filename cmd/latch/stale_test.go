@@ -23,8 +23,7 @@ func TestClusterPausedLeaderNeverAnswersFromAStaleView(t *testing.T) {
 	clustertest.Slow(t, "starts three processes and pauses the leader past a lease")
 	const lease = 8 // seconds: the resume comes after it, and well before the new leader's restarted lease ends
 	tc := startTestCluster(t, 3)
-	old := tc.leader()
-	c := tc.procs[old].dial(t)
+	old, c := tc.dialLeader(t)
 	tok := c.Do(t, wiretest.Acquire(1, 0, lease, "paused")).Token
 	freed := c.Do(t, wiretest.Acquire(6, 0, 60, "paused/freed")).Token
 
