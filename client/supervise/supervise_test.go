@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/latchd/latch/cluster/clustertest/procstat"
 )
 
 // The test binary is its own guard: Start re-executes os.Executable.
@@ -82,47 +84,10 @@ func pidIn(t *testing.T, path string) int {
 	return pid
 }
 
-// alive reports whether pid runs and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
-}
-
-// groupMembers lists the live (not zombie) processes of process group pgid.
-func groupMembers(pgid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:]) // state ppid pgrp ...
-		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // gone waits up to 5 s for pid to be dead.
 func gone(t *testing.T, pid int, what string) {
 	t.Helper()
-	for end := time.Now().Add(5 * time.Second); alive(pid); time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(5 * time.Second); procstat.Alive(pid); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			t.Fatalf("%s (pid %d) still runs", what, pid)
@@ -152,7 +117,7 @@ func TestExitStatusAndLeftoversKilled(t *testing.T) {
 		t.Fatalf("outcome %+v (%v), want exit 3", o, o.State)
 	}
 	gone(t, child, "the command's background child")
-	if pids := groupMembers(g.Pgid()); len(pids) > 0 {
+	if pids := procstat.Group(g.Pgid()); len(pids) > 0 {
 		t.Fatalf("the group %d still has live processes %v", g.Pgid(), pids)
 	}
 }

@@ -52,11 +52,30 @@ func adminSecret(c *cli.Context) ([]byte, error) {
 	if c.IsSet("secret-file") {
 		return nil, errClientSecretForAdmin
 	}
-	s, err := readSecrets("admin-secret-file", c.String("admin-secret-file"), nil)
-	if len(s) == 0 {
-		return nil, err
+	return firstSecret(c, "admin-secret-file")
+}
+
+// signedAdminTarget is the signing secret and the target of an admin verb that changes or
+// reads what only the admin credential may.
+func signedAdminTarget(c *cli.Context) ([]byte, admin.Remote, error) {
+	secret, err := adminSecret(c)
+	if err != nil {
+		return nil, admin.Remote{}, err
 	}
-	return s[0], nil
+	a, err := adminTargetOf(c)
+	return secret, a, err
+}
+
+// callAdmin runs call against the target of --http (a bad one is a usage error of verb),
+// bounded by adminTimeout.
+func callAdmin(c *cli.Context, verb string, call func(ctx context.Context, a admin.Remote) error) error {
+	a, err := adminTargetOf(c)
+	if err != nil {
+		return usageErr(verb, "%v", err)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
+	defer cancel()
+	return call(ctx, a)
 }
 
 // adminExit maps a failed admin call to its exit code: 76 when the node said it does not know
@@ -83,20 +102,16 @@ func statusCommand() *cli.Command {
 		Usage: "show a node's role, leader, term, indexes, peers and last token",
 		Flags: append(adminFlags(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON"}),
 		Action: func(c *cli.Context) error {
-			a, err := adminTargetOf(c)
-			if err != nil {
-				return usageErr("status", "%v", err)
-			}
-			ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
-			defer cancel()
-			var st map[string]json.RawMessage
-			if err := a.Call(ctx, http.MethodGet, "/v1/status", nil, nil, &st); err != nil {
-				return adminExit("status", err)
-			}
-			if c.Bool("json") {
-				return json.NewEncoder(c.App.Writer).Encode(st)
-			}
-			return printStatus(c, st)
+			return callAdmin(c, "status", func(ctx context.Context, a admin.Remote) error {
+				var st map[string]json.RawMessage
+				if err := a.Call(ctx, http.MethodGet, "/v1/status", nil, nil, &st); err != nil {
+					return adminExit("status", err)
+				}
+				if c.Bool("json") {
+					return json.NewEncoder(c.App.Writer).Encode(st)
+				}
+				return printStatus(c, st)
+			})
 		},
 	}
 }
@@ -143,22 +158,18 @@ func peersCommand() *cli.Command {
 				Usage: "list the members of the cluster configuration",
 				Flags: adminFlags(),
 				Action: func(c *cli.Context) error {
-					a, err := adminTargetOf(c)
-					if err != nil {
-						return usageErr("peers list", "%v", err)
-					}
-					ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
-					defer cancel()
-					ms, err := a.Members(ctx)
-					if err != nil {
-						return adminExit("peers list", err)
-					}
-					w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
-					fmt.Fprintln(w, "ID\tADDR\tSUFFRAGE")
-					for _, m := range ms {
-						fmt.Fprintf(w, "%s\t%s\t%s\n", m.ID, m.Addr, m.Suffrage)
-					}
-					return w.Flush()
+					return callAdmin(c, "peers list", func(ctx context.Context, a admin.Remote) error {
+						ms, err := a.Members(ctx)
+						if err != nil {
+							return adminExit("peers list", err)
+						}
+						w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
+						fmt.Fprintln(w, "ID\tADDR\tSUFFRAGE")
+						for _, m := range ms {
+							fmt.Fprintf(w, "%s\t%s\t%s\n", m.ID, m.Addr, m.Suffrage)
+						}
+						return w.Flush()
+					})
 				},
 			},
 			{
@@ -197,11 +208,7 @@ func peersCommand() *cli.Command {
 }
 
 func peersChange(c *cli.Context, verb, method, path string, req any) error {
-	secret, err := adminSecret(c)
-	if err != nil {
-		return usageErr(verb, "%v", err)
-	}
-	a, err := adminTargetOf(c)
+	secret, a, err := signedAdminTarget(c)
 	if err != nil {
 		return usageErr(verb, "%v", err)
 	}

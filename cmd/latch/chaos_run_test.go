@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -21,9 +23,9 @@ import (
 )
 
 // The chaos lab's inner process: the test binary run again inside the lab's client
-// namespace (chaos_test.go starts it). It starts the nodes, drives the workload
-// (chaos_workload_test.go) and the nemesis (chaos_nemesis_test.go), and writes the history
-// to chaosSpec.Out; it checks nothing itself.
+// namespace (TestClusterChaos starts it with runChaosInner, below). It starts the nodes,
+// drives the workload (chaos_workload_test.go) and the nemesis (chaos_nemesis_test.go), and
+// writes the history to chaosSpec.Out; it checks nothing itself.
 
 // chaosEnv names the environment variable that makes the test binary a chaos lab's inner
 // process: its value is a chaosSpec in JSON.
@@ -49,6 +51,42 @@ type chaosNodeSpec struct {
 
 func (n chaosNodeSpec) listen() string { return n.Addr + ":7400" }
 func (n chaosNodeSpec) http() string   { return n.Addr + ":7402" }
+
+// runChaosInner runs the test binary as the chaos lab's inner process (chaosMain) in the
+// lab's client namespace, bounded by d, logging its lines as they come.
+func runChaosInner(t *testing.T, lab *partitionLab, self string, spec chaosSpec, d time.Duration) {
+	t.Helper()
+	js, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, lab.ipPath, "netns", "exec", lab.client, self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), chaosEnv+"="+string(js))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = 10 * time.Second
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = os.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		t.Log(strings.TrimRight(sc.Text(), "\n"))
+	}
+	err = cmd.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("the chaos run did not finish within %s", d)
+	}
+	if err != nil {
+		t.Errorf("the chaos run's inner process: %v", err)
+	}
+}
 
 // chaosRun is the inner process's state.
 type chaosRun struct {

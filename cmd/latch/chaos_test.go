@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,16 +55,7 @@ import (
 // It runs only as root with iproute2 (it skips otherwise, and with -short). It does not run
 // in parallel with other tests: its recovery bound needs the machine's cores.
 func TestClusterChaos(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds network namespaces, starts a cluster and runs a fault schedule for a minute; skipped with -short")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces (ip netns); run the tests as root to include it")
-	}
-	ipPath := partitionIPPath()
-	if ipPath == "" {
-		t.Skip("needs iproute2's ip (not on PATH, nor in /usr/sbin, /sbin, /usr/bin, /bin)")
-	}
+	ipPath := partitionLabIPPath(t, "builds network namespaces, starts a cluster and runs a fault schedule for a minute")
 	cfg, err := chaosConfigFromEnv()
 	if err != nil {
 		t.Fatal(err)
@@ -169,42 +155,6 @@ func chaosConfigFromEnv() (chaosConfig, error) {
 		c.Seed = s
 	}
 	return c, nil
-}
-
-// runChaosInner runs the test binary as the chaos lab's inner process (chaosMain) in the
-// lab's client namespace, bounded by d, logging its lines as they come.
-func runChaosInner(t *testing.T, lab *partitionLab, self string, spec chaosSpec, d time.Duration) {
-	t.Helper()
-	js, err := json.Marshal(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, lab.ipPath, "netns", "exec", lab.client, self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), chaosEnv+"="+string(js))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.WaitDelay = 10 * time.Second
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = os.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stderr)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		t.Log(strings.TrimRight(sc.Text(), "\n"))
-	}
-	err = cmd.Wait()
-	if ctx.Err() != nil {
-		t.Fatalf("the chaos run did not finish within %s", d)
-	}
-	if err != nil {
-		t.Errorf("the chaos run's inner process: %v", err)
-	}
 }
 
 // keepChaosEvidence copies the history and the node logs out of the test's temporary

@@ -91,7 +91,12 @@ func newClient(c *cli.Context) (*client.Client, error) {
 // clientSecret is the first secret of --secret-file (nil without it), read by readKeyFile:
 // a file others may write is refused.
 func clientSecret(c *cli.Context) ([]byte, error) {
-	s, err := readSecrets("secret-file", c.String("secret-file"), nil)
+	return firstSecret(c, "secret-file")
+}
+
+// firstSecret is the first secret of the file that flag names, or nil when it names none.
+func firstSecret(c *cli.Context, flag string) ([]byte, error) {
+	s, err := readSecrets(flag, c.String(flag), nil)
 	if len(s) == 0 {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/latchd/latch/cluster/clustertest/procstat"
 )
 
 func TestAcquireReleasePing(t *testing.T) {
@@ -175,15 +177,7 @@ while :; do date +%s%N >> "$1"; sleep 0.02; done`
 		t.Fatal("the command kept running after latch run exited")
 	}
 	// The grandchild was in the command's process group and died with it.
-	pb, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(pb)))
-	if err != nil {
-		t.Fatalf("grandchild pid %q: %v", pb, err)
-	}
-	if alive(pid) {
+	if pid := waitPid(t, pidFile); procstat.Alive(pid) {
 		syscall.Kill(pid, syscall.SIGKILL)
 		t.Fatalf("process %d of the command's group outlived the lease", pid)
 	}
@@ -210,17 +204,4 @@ func TestBenchReportsJSON(t *testing.T) {
 	if res.Pairs == 0 || res.PairsPerS <= 0 || res.Inversions != 0 || res.Acquire["p50"] <= 0 || len(res.Errors) != 0 {
 		t.Fatalf("bench result %+v", res)
 	}
-}
-
-// alive reports whether pid runs: it exists and is not a zombie waiting to be reaped (an
-// orphan killed with its group stays a zombie until init reaps it).
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses: "pid (comm) S ...".
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
 }

@@ -1,17 +1,12 @@
 package main
 
 import (
-	"crypto/tls"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -115,6 +110,14 @@ func (tc *testCluster) leader(skip ...int) int {
 	return -1
 }
 
+// dialLeader waits for the leader as leader does (skip: nodes not to count) and returns it
+// with a client session to it (dial).
+func (tc *testCluster) dialLeader(t *testing.T, skip ...int) (int, *wiretest.Conn) {
+	t.Helper()
+	l := tc.leader(skip...)
+	return l, tc.procs[l].dial(t)
+}
+
 // allReady reports whether every live node answers /readyz with 200 (a follower is ready
 // once it forwards to the leader).
 func (tc *testCluster) allReady(skip []int) bool {
@@ -143,48 +146,10 @@ func contains(xs []int, x int) bool {
 	return false
 }
 
-// logTime returns the timestamp of the first JSON log line of p whose message starts with
-// msg, failing the test if there is none.
-func logTime(t *testing.T, p *proc, msg string) time.Time {
-	t.Helper()
-	for _, line := range strings.Split(p.stderr.String(), "\n") {
-		var l struct {
-			Msg string    `json:"@message"`
-			At  time.Time `json:"@timestamp"`
-		}
-		if json.Unmarshal([]byte(line), &l) == nil && strings.HasPrefix(l.Msg, msg) {
-			return l.At
-		}
-	}
-	t.Fatalf("%s never logged %q:\n%s", p.what, msg, p.stderr.String())
-	return time.Time{}
-}
-
-// httpGetQuiet is an HTTP GET that reports failure as status 0, for polling. hostPath may
-// start with https:// (a node with --http-tls); the certificate is not checked here, only by
-// the tests that are about it.
-func httpGetQuiet(hostPath string) (int, string) {
-	c := &http.Client{Timeout: 2 * time.Second}
-	url := "http://" + hostPath
-	if strings.HasPrefix(hostPath, "https://") {
-		url = hostPath
-		c.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
-	}
-	resp, err := c.Get(url)
-	if err != nil {
-		return 0, ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, string(b)
-}
-
 func TestClusterSurvivesLeaderKill(t *testing.T) {
 	clustertest.Slow(t, "starts three processes")
 	tc := startTestCluster(t, 3)
-	l := tc.leader()
-	c := wiretest.Dial(t, tc.procs[l].listen)
-	c.Hello(t, nil)
+	l, c := tc.dialLeader(t)
 	held := c.Do(t, wiretest.Acquire(1, 0, 120, "held/across")).Token
 	if held == 0 {
 		t.Fatal("no grant on the leader")
@@ -208,11 +173,8 @@ func TestClusterSurvivesLeaderKill(t *testing.T) {
 	}
 	c.Close()
 
-	tc.procs[l].cmd.Process.Signal(syscall.SIGKILL)
-	<-tc.procs[l].exited
-	nl := tc.leader(l)
-	c2 := wiretest.Dial(t, tc.procs[nl].listen)
-	c2.Hello(t, nil)
+	tc.procs[l].kill(t)
+	_, c2 := tc.dialLeader(t, l)
 	r := c2.Do(t, wiretest.Acquire(1, 0, 30, "after/failover"))
 	if r.Op != wire.OpAcquire || r.Token <= last || seen[r.Token] {
 		t.Fatalf("first grant after failover: %s; last token before was %d", wiretest.Describe(r), last)
@@ -227,26 +189,19 @@ func TestClusterSurvivesLeaderKill(t *testing.T) {
 func TestClusterRestartKeepsLocksAndCounter(t *testing.T) {
 	clustertest.Slow(t, "starts three processes twice")
 	tc := startTestCluster(t, 3, "--token-floor", "1000")
-	l := tc.leader()
-	c := wiretest.Dial(t, tc.procs[l].listen)
-	c.Hello(t, nil)
+	_, c := tc.dialLeader(t)
 	tok := c.Do(t, wiretest.Acquire(1, 0, 300, "survives/restart")).Token
 	if tok != 1001 {
 		t.Fatalf("first token %d, want 1001 (--token-floor 1000)", tok)
 	}
 	c.Close()
-	for _, p := range tc.procs {
-		p.signal(t, syscall.SIGTERM)
-		if code := p.wait(t, 30*time.Second); code != 0 {
-			t.Fatalf("exit %d after SIGTERM:\n%s", code, p.stderr.String())
-		}
+	for i, p := range tc.procs {
+		p.stop(t, fmt.Sprintf("n%d", i+1))
 	}
 	for i := range tc.procs {
 		tc.procs[i] = startServer(t, nil, tc.args[i]...)
 	}
-	l = tc.leader()
-	c = wiretest.Dial(t, tc.procs[l].listen)
-	c.Hello(t, nil)
+	_, c = tc.dialLeader(t)
 	c.Raw(t, wiretest.Acquire(2, 0, 30, "survives/restart"))
 	c.ExpectOp(t, wire.OpTimeout, 2)
 	if next := c.Do(t, wiretest.Acquire(3, 0, 30, "new")).Token; next <= tok {
@@ -270,8 +225,7 @@ func TestClusterFollowersForward(t *testing.T) {
 		if i == l {
 			continue
 		}
-		c := wiretest.Dial(t, p.listen)
-		c.Hello(t, nil)
+		c := p.dial(t)
 		followers = append(followers, c)
 	}
 	a, b := followers[0], followers[1]
@@ -302,15 +256,11 @@ func (tc *testCluster) leading(i int) bool {
 func TestClusterFrozenLeaderGrantsNothingStale(t *testing.T) {
 	clustertest.Slow(t, "starts three processes")
 	tc := startTestCluster(t, 3)
-	old := tc.leader()
-	c := wiretest.Dial(t, tc.procs[old].listen)
-	c.Hello(t, nil)
+	old, c := tc.dialLeader(t)
 	t1 := c.Do(t, wiretest.Acquire(1, 0, 60, "frozen")).Token
 
 	resume := tc.procs[old].freeze(t)
-	nl := tc.leader(old)
-	n := wiretest.Dial(t, tc.procs[nl].listen)
-	n.Hello(t, nil)
+	_, n := tc.dialLeader(t, old)
 	n.Raw(t, wiretest.Acquire(2, 0, 30, "frozen"))
 	n.ExpectOp(t, wire.OpTimeout, 2) // the lock survived the failover
 	n.Raw(t, wiretest.Release(3, t1, "frozen"))
@@ -461,13 +411,8 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 	}
 	tc.procs = append(tc.procs, startServer(t, nil, append([]string{"--mode", "cluster", "--id", "n6",
 		"--data-dir", filepath.Join(tc.dataDir, "n6"), "--raft-addr", n6}, sec.serverArgs()...)...))
-	select {
-	case err := <-addDone:
-		if err != nil || !strings.Contains(addOut.String(), "added n6") {
-			t.Fatalf("peers add once n6 runs: %v\n%s", err, addOut.String())
-		}
-	case <-time.After(40 * time.Second):
-		t.Fatalf("peers add still waiting 40 s after n6 started:\n%s", addOut.String())
+	if code := exitWithin(t, addDone, 40*time.Second, "peers add, once n6 started,", addOut); code != 0 || !strings.Contains(addOut.String(), "added n6") {
+		t.Fatalf("peers add once n6 runs: exit %d\n%s", code, addOut.String())
 	}
 	if v := voters(); v != 5 || suffrage()["n6 "+n6] != "voter" {
 		t.Fatalf("after peers add, want n6 among 5 voters:\n%s", members(l))
@@ -493,28 +438,20 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 func TestFiveNodesTransferAndLoseTwo(t *testing.T) {
 	clustertest.Slow(t, "starts five processes")
 	tc := startTestCluster(t, 5)
-	l := tc.leader()
-	c := wiretest.Dial(t, tc.procs[l].listen)
-	c.Hello(t, nil)
+	l, c := tc.dialLeader(t)
 	t1 := c.Do(t, wiretest.Acquire(1, 0, 120, "five/held")).Token
 	c.Close()
 
 	start := time.Now()
-	tc.procs[l].signal(t, syscall.SIGTERM)
-	if code := tc.procs[l].wait(t, 30*time.Second); code != 0 {
-		t.Fatalf("leader exit %d after SIGTERM", code)
-	}
+	tc.procs[l].stop(t, "the leader")
 	if strings.Contains(tc.procs[l].stderr.String(), "leadership transfer before shutdown failed") {
 		t.Fatalf("the leader did not hand leadership over:\n%s", tc.procs[l].stderr.String())
 	}
 	second := tc.leader(l)
 	t.Logf("new leader n%d established %s after SIGTERM", second+1, time.Since(start).Round(time.Millisecond))
 
-	tc.procs[second].cmd.Process.Signal(syscall.SIGKILL)
-	<-tc.procs[second].exited
-	third := tc.leader(l, second)
-	n := wiretest.Dial(t, tc.procs[third].listen)
-	n.Hello(t, nil)
+	tc.procs[second].kill(t)
+	_, n := tc.dialLeader(t, l, second)
 	n.Raw(t, wiretest.Acquire(2, 0, 30, "five/held"))
 	n.ExpectOp(t, wire.OpTimeout, 2) // still held after two leader changes
 	if t2 := n.Do(t, wiretest.Acquire(3, 0, 30, "five/new")).Token; t2 <= t1 {

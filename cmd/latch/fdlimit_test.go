@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -59,6 +58,27 @@ func hello(t *testing.T, addr string) (*wiretest.Conn, wire.Response) {
 	return c, r
 }
 
+// connectMany connects n clients to addr one after the other and counts those served (H:
+// kept open until the test ends) and those refused with E unavailable (closed at once); any
+// other answer fails the test.
+func connectMany(t *testing.T, addr string, n int) (served, refused int) {
+	t.Helper()
+	for i := range n {
+		c, r := hello(t, addr)
+		switch {
+		case r.Op == wire.OpHello:
+			served++
+			t.Cleanup(func() { c.Close() })
+		case r.Op == wire.OpError && r.Reason == wire.ReasonUnavailable && r.Owner == 0:
+			refused++
+			c.Close()
+		default:
+			t.Fatalf("client %d: %s, want H or E unavailable", i, wiretest.Describe(r))
+		}
+	}
+	return served, refused
+}
+
 func TestDefaultMaxConnsFitsTheOpenFilesLimit(t *testing.T) {
 	t.Parallel()
 	p := spawnLimited(t, 256)
@@ -70,20 +90,7 @@ func TestDefaultMaxConnsFitsTheOpenFilesLimit(t *testing.T) {
 
 	// More clients than fit: every one gets an answer, served or E unavailable.
 	const clients = 300
-	var served, refused int
-	for i := range clients {
-		c, r := hello(t, p.listen)
-		switch {
-		case r.Op == wire.OpHello:
-			served++
-			defer c.Close()
-		case r.Op == wire.OpError && r.Reason == wire.ReasonUnavailable && r.Owner == 0:
-			refused++
-			c.Close()
-		default:
-			t.Fatalf("client %d: %s, want H or E unavailable", i, wiretest.Describe(r))
-		}
-	}
+	served, refused := connectMany(t, p.listen, clients)
 	if served != maxConns || refused != clients-maxConns {
 		t.Fatalf("%d served, %d refused of %d; want %d served (max_conns)", served, refused, clients, maxConns)
 	}
@@ -158,20 +165,7 @@ func TestOutOfDescriptorsRefusesWithUnavailable(t *testing.T) {
 	}
 	const room = 5
 	setOpenFiles(t, pid, uint64(len(open)+room))
-	var served, refused int
-	for i := range 40 {
-		c, r := hello(t, p.listen)
-		switch {
-		case r.Op == wire.OpHello:
-			served++
-			defer c.Close()
-		case r.Op == wire.OpError && r.Reason == wire.ReasonUnavailable && r.Owner == 0:
-			refused++
-			c.Close()
-		default:
-			t.Fatalf("client %d: %s, want H or E unavailable", i, wiretest.Describe(r))
-		}
-	}
+	served, refused := connectMany(t, p.listen, 40)
 	// Descriptors the server had closed when the test counted them leave gaps it can fill.
 	if served > room+2 || refused < 40-room-2 {
 		t.Fatalf("%d served, %d refused with room for about %d descriptors", served, refused, room)
@@ -182,10 +176,9 @@ func TestOutOfDescriptorsRefusesWithUnavailable(t *testing.T) {
 		}
 	}
 	_, body := get("/metrics")
-	m := regexp.MustCompile(`\nlatch_connections_refused_total (\d+)\n`).FindStringSubmatch(body)
-	if m == nil {
+	if v := metricValue(body, "latch_connections_refused_total"); v == "" {
 		t.Error("/metrics lacks latch_connections_refused_total")
-	} else if n, _ := strconv.Atoi(m[1]); n < refused {
+	} else if n, _ := strconv.Atoi(v); n < refused {
 		t.Errorf("latch_connections_refused_total %d after %d refusals", n, refused)
 	}
 	log := p.stderr.String()

@@ -127,24 +127,6 @@ func awaitNewLeader(t *testing.T, tc *testCluster, old int, bound time.Duration)
 	return -1, 0, 0
 }
 
-// lastLogTime returns the timestamp of the last JSON log line of p whose message starts
-// with msg, failing the test if there is none.
-func lastLogTime(t *testing.T, p *proc, msg string) time.Time {
-	t.Helper()
-	lines := strings.Split(p.stderr.String(), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		var l struct {
-			Msg string    `json:"@message"`
-			At  time.Time `json:"@timestamp"`
-		}
-		if json.Unmarshal([]byte(lines[i]), &l) == nil && strings.HasPrefix(l.Msg, msg) {
-			return l.At
-		}
-	}
-	t.Fatalf("%s never logged %q", p.what, msg)
-	return time.Time{}
-}
-
 // peakRSS is the peak resident set size of p, for the test log, or "unknown".
 func peakRSS(p *proc) string {
 	b, err := readVmHWM(p.cmd.Process.Pid)
@@ -353,16 +335,6 @@ func TestClientPortSilentFlood(t *testing.T) {
 	c.Alive(t, 1)
 }
 
-// metricLine returns the line of the Prometheus text exposition that starts with name.
-func metricLine(exposition, name string) string {
-	for _, line := range strings.Split(exposition, "\n") {
-		if strings.HasPrefix(line, name+" ") {
-			return line
-		}
-	}
-	return ""
-}
-
 // Issue 11: 3,000 idle keep-alive connections to --http stayed open for good, and on a node
 // with a 1,200 descriptor limit they made the client port fail accept (too many open
 // files). With that limit, the HTTP connection cap (256) keeps the node's descriptors in
@@ -420,8 +392,7 @@ func TestHTTPIdleFloodUnderLowDescriptorLimit(t *testing.T) {
 	if code, body := httpGet(t, "http://"+p.http+"/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("/healthz during the flood: %d %q", code, body)
 	}
-	c := wiretest.Dial(t, p.listen)
-	c.Hello(t, nil)
+	c := p.dial(t)
 	if r := c.Do(t, wiretest.Acquire(1, 0, 30, "http/flood")); r.Op != wire.OpAcquire {
 		t.Fatalf("acquire during the HTTP flood: %s", wiretest.Describe(r))
 	}

@@ -17,14 +17,6 @@ import (
 )
 
 func locksCommand() *cli.Command {
-	signed := func(c *cli.Context) ([]byte, admin.Remote, error) {
-		secret, err := adminSecret(c)
-		if err != nil {
-			return nil, admin.Remote{}, err
-		}
-		a, err := adminTargetOf(c)
-		return secret, a, err
-	}
 	return &cli.Command{
 		Name:  "locks",
 		Usage: "list held locks (key, token, lease left, waiters) as the leader sees them; show or release one",
@@ -43,7 +35,7 @@ func locksCommand() *cli.Command {
 			if c.Int("limit") < 0 {
 				return usageErr("locks", "--limit must be 0 (all) or more")
 			}
-			secret, a, err := signed(c)
+			secret, a, err := signedAdminTarget(c)
 			if err != nil {
 				return usageErr("locks", "%v", err)
 			}
@@ -60,7 +52,7 @@ func locksCommand() *cli.Command {
 					if err != nil {
 						return usageErr("locks show", "%v", err)
 					}
-					secret, a, err := signed(c)
+					secret, a, err := signedAdminTarget(c)
 					if err != nil {
 						return usageErr("locks show", "%v", err)
 					}
@@ -98,7 +90,7 @@ func locksCommand() *cli.Command {
 					if c.IsSet("token") && (c.Uint64("token") == 0 || c.Uint64("token") > wire.MaxToken) {
 						return usageErr("locks release", "--token %d: tokens are 1..%d", c.Uint64("token"), uint64(wire.MaxToken))
 					}
-					secret, a, err := signed(c)
+					secret, a, err := signedAdminTarget(c)
 					if err != nil {
 						return usageErr("locks release", "%v", err)
 					}

@@ -110,13 +110,8 @@ func checkLocks(t *testing.T, lab locksLab) {
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("released jobs/nightly token %d", tok)) {
 		t.Fatalf("locks release: exit %d\n%s", code, out)
 	}
-	select {
-	case err := <-wdone:
-		if err != nil {
-			t.Fatalf("the waiter: %v\n%s", err, wout.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the waiter was not granted after the forced release:\n%s", wout.String())
+	if code := exitWithin(t, wdone, 20*time.Second, "the waiter, not granted after the forced release,", wout); code != 0 {
+		t.Fatalf("the waiter: exit %d\n%s", code, wout.String())
 	}
 	if next := tokenOf(t, wout.String()); next <= tok {
 		t.Fatalf("the waiter got token %d, not above %d", next, tok)
@@ -134,10 +129,20 @@ func checkLocks(t *testing.T, lab locksLab) {
 // tokenOf reads the "token N" line of latch acquire's output.
 func tokenOf(t *testing.T, out string) uint64 {
 	t.Helper()
-	m := regexp.MustCompile(`(?m)^token (\d+)$`).FindStringSubmatch(out)
+	return matchedUint(t, `(?m)^token (\d+)$`, out)
+}
+
+// matchedUint is the number that the first group of the regular expression re matches in
+// out; it fails the test when re does not match.
+func matchedUint(t *testing.T, re, out string) uint64 {
+	t.Helper()
+	m := regexp.MustCompile(re).FindStringSubmatch(out)
 	if m == nil {
-		t.Fatalf("no token in:\n%s", out)
+		t.Fatalf("no match for %s in:\n%s", re, out)
 	}
-	tok, _ := strconv.ParseUint(m[1], 10, 64)
-	return tok
+	n, err := strconv.ParseUint(m[1], 10, 64)
+	if err != nil {
+		t.Fatalf("%s in %q: %v", re, out, err)
+	}
+	return n
 }

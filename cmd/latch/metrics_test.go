@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +12,31 @@ import (
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
+
+// metricLine returns the line of the Prometheus text exposition that starts with name.
+func metricLine(exposition, name string) string {
+	for _, line := range strings.Split(exposition, "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			return line
+		}
+	}
+	return ""
+}
+
+// metricValue is the value of the unlabelled sample name in the exposition ("" if none).
+func metricValue(exposition, name string) string {
+	return strings.TrimPrefix(metricLine(exposition, name), name+" ")
+}
+
+// metric reads one unlabelled integer gauge from node http's /metrics (-1 if it is not there).
+func metric(http, name string) int64 {
+	_, body := httpGetQuiet(http + "/metrics")
+	v, err := strconv.ParseInt(metricValue(body, name), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
 
 // lintMetrics scrapes /metrics of the node at hostPort and fails on anything Prometheus'
 // own linter (promlint, from client_golang's testutil) finds. It returns the exposition.
@@ -43,8 +69,7 @@ func wantMetrics(t *testing.T, body string, want ...string) {
 func TestMetricsPassPromlintSingleMode(t *testing.T) {
 	t.Parallel()
 	p := startServer(t, nil)
-	c := wiretest.Dial(t, p.listen)
-	c.Hello(t, nil)
+	c := p.dial(t)
 	tok := c.Do(t, wiretest.Acquire(1, 0, 30, "lint/a")).Token
 	c.Raw(t, wiretest.Release(2, tok, "lint/a"))
 	c.ExpectOp(t, wire.OpRelease, 2)
@@ -88,9 +113,7 @@ func buildInfo(t *testing.T, body string) string {
 func TestMetricsPassPromlintClusterMode(t *testing.T) {
 	t.Parallel()
 	tc := startTestCluster(t, 3)
-	l := tc.leader()
-	c := wiretest.Dial(t, tc.procs[l].listen)
-	c.Hello(t, nil)
+	l, c := tc.dialLeader(t)
 	tok := c.Do(t, wiretest.Acquire(1, 0, 30, "lint/c")).Token
 	c.Raw(t, wiretest.Release(2, tok, "lint/c"))
 	c.ExpectOp(t, wire.OpRelease, 2)

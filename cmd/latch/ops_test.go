@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -107,10 +106,7 @@ func (fc *fixedCluster) stopAll() {
 		if p == nil {
 			continue
 		}
-		p.signal(fc.t, syscall.SIGTERM)
-		if code := p.wait(fc.t, 30*time.Second); code != 0 {
-			fc.t.Fatalf("n%d: exit %d after SIGTERM", i, code)
-		}
+		p.stop(fc.t, fmt.Sprintf("n%d", i))
 		fc.procs[i] = nil
 	}
 }
@@ -142,16 +138,10 @@ func stillHeld(t *testing.T, c *wiretest.Conn, keys ...string) {
 	}
 }
 
-var lastTokenRE = regexp.MustCompile(`last token\s+(\d+)`)
-
+// lastTokenIn reads the "last token N" of latch status's or snapshot's output.
 func lastTokenIn(t *testing.T, out string) uint64 {
 	t.Helper()
-	m := lastTokenRE.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no 'last token N' in %q", out)
-	}
-	n, _ := strconv.ParseUint(m[1], 10, 64)
-	return n
+	return matchedUint(t, `last token\s+(\d+)`, out)
 }
 
 // Backup through a follower, then restore into a fresh cluster through a follower: the
@@ -380,11 +370,10 @@ func TestInitialMemberWaitsForTheOthers(t *testing.T) {
 			t.Errorf("follower metrics lack %s", re)
 		}
 	}
-	m := regexp.MustCompile(`\nlatch_raft_last_contact_seconds (\S+)\n`).FindStringSubmatch(body)
-	if m == nil {
+	if s := metricValue(body, "latch_raft_last_contact_seconds"); s == "" {
 		t.Error("follower metrics lack latch_raft_last_contact_seconds")
-	} else if v, err := strconv.ParseFloat(m[1], 64); err != nil || v < 0 || v > 10 {
-		t.Errorf("follower latch_raft_last_contact_seconds %s, want a few heartbeats at most", m[1])
+	} else if v, err := strconv.ParseFloat(s, 64); err != nil || v < 0 || v > 10 {
+		t.Errorf("follower latch_raft_last_contact_seconds %s, want a few heartbeats at most", s)
 	}
 	if _, body := httpGetQuiet(fc.http[l] + "/metrics"); !strings.Contains(body, "\nlatch_raft_last_contact_seconds 0\n") {
 		t.Error("the leader's latch_raft_last_contact_seconds is not 0")

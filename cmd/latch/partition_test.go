@@ -36,16 +36,7 @@ import (
 // veth set down: the leader's own interface stays up (it loses its carrier), so clients
 // inside the leader's namespace still reach it on its address.
 func TestClusterPartitionLeaderAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds network namespaces and starts three processes; skipped with -short")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces (ip netns); run the tests as root to include it")
-	}
-	ipPath := partitionIPPath()
-	if ipPath == "" {
-		t.Skip("needs iproute2's ip (not on PATH, nor in /usr/sbin, /sbin, /usr/bin, /bin)")
-	}
+	ipPath := partitionLabIPPath(t, "builds network namespaces and starts three processes")
 	t.Parallel()
 	start := time.Now()
 	lab := newPartitionLab(t, ipPath, 3)
@@ -206,6 +197,24 @@ func TestClusterPartitionLeaderAndHeal(t *testing.T) {
 		t.Fatalf("releasing partition/before (token %d) through the healed old leader: exit %d\n%s", t1, code, out)
 	}
 	t.Logf("done in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// partitionLabIPPath skips the test unless it may build a partition lab (not -short, root,
+// iproute2's ip found) and returns ip's path. what is what the test does, for the -short
+// skip.
+func partitionLabIPPath(t *testing.T, what string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(what + "; skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces (ip netns); run the tests as root to include it")
+	}
+	ipPath := partitionIPPath()
+	if ipPath == "" {
+		t.Skip("needs iproute2's ip (not on PATH, nor in /usr/sbin, /sbin, /usr/bin, /bin)")
+	}
+	return ipPath
 }
 
 // partitionIPPath returns the path of iproute2's ip, or "".

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/cluster/clustertest"
+	"github.com/latchd/latch/wire/wiretest"
 )
 
 // These tests run the real binary, built once by TestMain, as a separate process on
@@ -127,6 +130,15 @@ func (p *proc) awaitServing(t *testing.T) {
 	}
 }
 
+// dial connects a client to p's client port and says hello without a secret; the
+// connection is closed when the test ends.
+func (p *proc) dial(t *testing.T) *wiretest.Conn {
+	t.Helper()
+	c := wiretest.Dial(t, p.listen)
+	c.Hello(t, nil)
+	return c
+}
+
 func hasFlag(args, env []string, name string) bool {
 	for _, a := range args {
 		if a == "--"+name || strings.HasPrefix(a, "--"+name+"=") {
@@ -150,13 +162,34 @@ func (p *proc) wait(t *testing.T, d time.Duration) int {
 	case <-time.After(d):
 		t.Fatalf("server still running after %s", d)
 	}
-	if p.err == nil {
+	return waitStatus(t, p.err)
+}
+
+// waitStatus is the exit code of a process whose Wait returned err: 0, its status, or -1 when
+// a signal ended it. An error that is no exit status fails the test.
+func waitStatus(t *testing.T, err error) int {
+	t.Helper()
+	if err == nil {
 		return 0
 	}
-	if ee, ok := p.err.(*exec.ExitError); ok {
+	if ee, ok := err.(*exec.ExitError); ok {
 		return ee.ExitCode()
 	}
-	t.Fatalf("wait: %v", p.err)
+	t.Fatalf("wait: %v", err)
+	return -1
+}
+
+// exitWithin waits up to d for the process whose Wait result done delivers (see start) and
+// returns its exit code; it fails the test when the process, named by what, still runs
+// after d, printing its output out.
+func exitWithin(t *testing.T, done <-chan error, d time.Duration, what string, out *clustertest.Buffer) int {
+	t.Helper()
+	select {
+	case err := <-done:
+		return waitStatus(t, err)
+	case <-time.After(d):
+		t.Fatalf("%s still running after %s:\n%s", what, d, out.String())
+	}
 	return -1
 }
 
@@ -180,21 +213,9 @@ func start(t *testing.T, env []string, args ...string) (cmd *exec.Cmd, out *clus
 // run runs the binary to completion with a bound and returns its exit code and output.
 func run(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
-	cmd, out, done := start(t, env, args...)
-	select {
-	case err := <-done:
-		if err == nil {
-			return 0, out.String()
-		}
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), out.String()
-		}
-		t.Fatal(err)
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("latch %v did not finish within 20 s:\n%s", args, out.String())
-	}
-	return -1, ""
+	_, out, done := start(t, env, args...)
+	code := exitWithin(t, done, 20*time.Second, "latch "+strings.Join(args, " "), out)
+	return code, out.String()
 }
 
 func httpGet(t *testing.T, url string) (int, string) {
@@ -212,12 +233,98 @@ func httpGet(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// httpGetQuiet is an HTTP GET that reports failure as status 0, for polling. hostPath may
+// start with https:// (a node with --http-tls); the certificate is not checked here, only by
+// the tests that are about it.
+func httpGetQuiet(hostPath string) (int, string) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	url := "http://" + hostPath
+	if strings.HasPrefix(hostPath, "https://") {
+		url = hostPath
+		c.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(b)
+}
+
+// waitPid waits up to 20 s for path to hold a pid and returns it.
+func waitPid(t *testing.T, path string) int {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(path)
+		if err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatalf("%s: %q", path, b)
+			}
+			return pid
+		}
+	}
+	t.Fatalf("%s was not written within 20 s", path)
+	return 0
+}
+
+// logTimes are the timestamps of p's JSON log lines whose message starts with msg, in the
+// order logged; it fails the test when there is none.
+func (p *proc) logTimes(t *testing.T, msg string) []time.Time {
+	t.Helper()
+	var at []time.Time
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		var l struct {
+			Msg string    `json:"@message"`
+			At  time.Time `json:"@timestamp"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && strings.HasPrefix(l.Msg, msg) {
+			at = append(at, l.At)
+		}
+	}
+	if len(at) == 0 {
+		t.Fatalf("%s never logged %q:\n%s", p.what, msg, p.stderr.String())
+	}
+	return at
+}
+
+// logTime is the timestamp of the first log line of p whose message starts with msg.
+func logTime(t *testing.T, p *proc, msg string) time.Time {
+	t.Helper()
+	return p.logTimes(t, msg)[0]
+}
+
+// lastLogTime is the timestamp of the last log line of p whose message starts with msg.
+func lastLogTime(t *testing.T, p *proc, msg string) time.Time {
+	t.Helper()
+	at := p.logTimes(t, msg)
+	return at[len(at)-1]
+}
+
 // signal sends sig to the process.
 func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// stop sends p SIGTERM and fails unless it exits 0 within 30 s; name says which process it
+// is in the failure.
+func (p *proc) stop(t *testing.T, name string) {
+	t.Helper()
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("%s: exit %d after SIGTERM", name, code)
+	}
+}
+
+// kill sends p SIGKILL and waits until it has exited (its sockets are closed by then).
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	p.signal(t, syscall.SIGKILL)
+	p.wait(t, 30*time.Second)
 }
 
 // freeze stops p (SIGSTOP) and returns the func that resumes it (SIGCONT), at once when

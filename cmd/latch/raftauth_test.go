@@ -155,9 +155,7 @@ func TestForgedRaftRPCsFromANonMemberChangeNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc := startTestCluster(t, 3, "--peer-secret-file", secretFile, "--admin-secret-file", adminFile)
-	l := tc.leader()
-	c := wiretest.Dial(t, tc.procs[l].listen)
-	c.Hello(t, nil)
+	_, c := tc.dialLeader(t)
 	held := c.Do(t, wiretest.Acquire(1, 0, 300, "raftauth/held")).Token
 	waitAll(t, tc, func(st raftStatus) bool { return st.LastToken == held })
 

@@ -3,9 +3,7 @@ package main
 import (
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -13,17 +11,6 @@ import (
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
-
-// metric reads one unlabelled gauge from node http's /metrics (-1 if it is not there).
-func metric(http, name string) int64 {
-	_, body := httpGetQuiet(http + "/metrics")
-	m := regexp.MustCompile(`\n` + name + ` (\d+)\n`).FindStringSubmatch(body)
-	if m == nil {
-		return -1
-	}
-	v, _ := strconv.ParseInt(m[1], 10, 64)
-	return v
-}
 
 // A follower stopped while the leader writes a long log, then restarted, answers /readyz
 // 503 with a one-line reason until it has applied the commit index the leader had, then
@@ -39,10 +26,7 @@ func TestReadyzRestartedFollowerCatchesUp(t *testing.T) {
 	fc.start(0, 1, 2)
 	l := fc.leader()
 	f := (l + 1) % 3
-	fc.procs[f].signal(t, syscall.SIGTERM)
-	if code := fc.procs[f].wait(t, 30*time.Second); code != 0 {
-		t.Fatalf("n%d: exit %d after SIGTERM", f, code)
-	}
+	fc.procs[f].stop(t, fmt.Sprintf("n%d", f))
 	fc.procs[f] = nil
 
 	// A long log: 3000 grants, pipelined in rounds of 500, while the follower is down.
@@ -68,13 +52,7 @@ func TestReadyzRestartedFollowerCatchesUp(t *testing.T) {
 	// The leader is stopped while the follower comes back: it cannot be ready before the
 	// others have elected a leader (at least an election timeout), so its 503s are there to
 	// see however fast it would catch up; then it catches up from the new leader.
-	fc.procs[l].signal(t, syscall.SIGSTOP)
-	resumed := false
-	defer func() {
-		if !resumed {
-			fc.procs[l].signal(t, syscall.SIGCONT)
-		}
-	}()
+	resume := fc.procs[l].freeze(t)
 	fc.procs[f] = spawnServer(t, nil, fc.args(f)...)
 	var notReady []string
 	deadline := time.Now().Add(60 * time.Second)
@@ -109,8 +87,7 @@ func TestReadyzRestartedFollowerCatchesUp(t *testing.T) {
 		}
 	}
 
-	fc.procs[l].signal(t, syscall.SIGCONT)
-	resumed = true
+	resume()
 	fc.waitFor("the old leader is ready again", func() bool {
 		code, _ := httpGetQuiet(fc.http[l] + "/readyz")
 		return code == 200

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -90,10 +89,7 @@ func TestSignedCallsReplayNowhere(t *testing.T) {
 	for _, o := range others {
 		replay(o, "signed for node "+node(a), "this is node "+node(o))
 	}
-	tc.procs[a].signal(t, syscall.SIGTERM)
-	if code := tc.procs[a].wait(t, 30*time.Second); code != 0 {
-		t.Fatalf("n%d: exit %d after SIGTERM", a+1, code)
-	}
+	tc.procs[a].stop(t, fmt.Sprintf("n%d", a+1))
 	tc.procs[a] = startServer(t, nil, tc.args[a]...)
 	l = tc.leader()
 	replay(a, "signed for node "+node(a), "this is node "+node(a)) // another boot id

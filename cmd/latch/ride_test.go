@@ -2,7 +2,6 @@ package main
 
 import (
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,8 +19,7 @@ func TestAcquireRidesThroughLeaderKill(t *testing.T) {
 	for _, p := range tc.procs {
 		all = append(all, p.listen)
 	}
-	tc.procs[l].cmd.Process.Signal(syscall.SIGKILL)
-	<-tc.procs[l].exited // its sockets are closed: the survivors' links to it are broken
+	tc.procs[l].kill(t) // its sockets are closed: the survivors' links to it are broken
 
 	type attempt struct {
 		via  string
@@ -39,13 +37,9 @@ func TestAcquireRidesThroughLeaderKill(t *testing.T) {
 	as = append(as, attempt{"all servers", out, done})
 	started := time.Now()
 	for _, a := range as {
-		select {
-		case err := <-a.done:
-			if err != nil || !strings.HasPrefix(a.out.String(), "token ") {
-				t.Fatalf("acquire through %s during the election: %v after %v:\n%s", a.via, err, time.Since(started), a.out.String())
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("acquire through %s still running after 20 s (its wait is 10 s):\n%s", a.via, a.out.String())
+		code := exitWithin(t, a.done, 20*time.Second, "acquire through "+a.via+" (its wait is 10 s)", a.out)
+		if code != 0 || !strings.HasPrefix(a.out.String(), "token ") {
+			t.Fatalf("acquire through %s during the election: exit %d after %v:\n%s", a.via, code, time.Since(started), a.out.String())
 		}
 	}
 	t.Logf("all granted %v after the kill", time.Since(started).Round(time.Millisecond))

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,61 +16,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/latchd/latch/cluster/clustertest"
+	"github.com/latchd/latch/cluster/clustertest/procstat"
 )
 
-// waitPid waits up to 20 s for path to hold a pid and returns it.
-func waitPid(t *testing.T, path string) int {
-	t.Helper()
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		b, err := os.ReadFile(path)
-		if err == nil && strings.HasSuffix(string(b), "\n") {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatalf("%s: %q", path, b)
-			}
-			return pid
-		}
-	}
-	t.Fatalf("%s was not written within 20 s", path)
-	return 0
-}
-
-// pgidOf is the process group of pid, from /proc.
+// pgidOf is the process group of pid.
 func pgidOf(t *testing.T, pid int) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // state ppid pgrp ...
-	pg, err := strconv.Atoi(f[2])
+	pg, err := procstat.Pgid(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pg
-}
-
-// groupAlive lists the live (not zombie) processes of process group pgid.
-func groupAlive(pgid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // Issue 13: kill -9 of latch run left its command running past the lease. Now the guard
@@ -104,7 +59,7 @@ func TestRunKill9KillsTheCommandsGroup(t *testing.T) {
 	}
 	cmd.Wait()
 	killed := time.Now()
-	for left := groupAlive(pgid); len(left) > 0; left = groupAlive(pgid) {
+	for left := procstat.Group(pgid); len(left) > 0; left = procstat.Group(pgid) {
 		if time.Since(killed) > time.Second {
 			for _, pid := range left {
 				syscall.Kill(pid, syscall.SIGKILL)
@@ -132,20 +87,15 @@ func TestRunSecondSignalKillsTheGroup(t *testing.T) {
 		t.Fatalf("one SIGTERM ended latch run: %v\n%s", err, out.String())
 	default:
 	}
-	if !alive(pid) {
+	if !procstat.Alive(pid) {
 		t.Fatal("one SIGTERM killed the command, which ignores it")
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-done:
-		ee, ok := err.(*exec.ExitError)
-		if !ok || ee.ExitCode() != 128+int(syscall.SIGKILL) || !strings.Contains(out.String(), "second signal") {
-			t.Fatalf("latch run after a second SIGTERM: %v, want exit %d:\n%s", err, 128+int(syscall.SIGKILL), out.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("a second SIGTERM did not end latch run within 20 s (lease 60 s):\n%s", out.String())
+	code := exitWithin(t, done, 20*time.Second, "latch run, after a second SIGTERM (lease 60 s),", out)
+	if code != 128+int(syscall.SIGKILL) || !strings.Contains(out.String(), "second signal") {
+		t.Fatalf("latch run after a second SIGTERM: exit %d, want %d:\n%s", code, 128+int(syscall.SIGKILL), out.String())
 	}
-	if alive(pid) {
+	if procstat.Alive(pid) {
 		t.Fatal("the command outlived latch run")
 	}
 	if code, out := run(t, nil, "acquire", "--servers="+p.listen, "sig/k"); code != 0 || !strings.HasPrefix(out, "token 2") {
@@ -174,14 +124,9 @@ func TestAcquireGateFailureReleasesBeforeExit(t *testing.T) {
 	if code, out := run(t, nil, "release", srv, "gate", "1"); code != 0 {
 		t.Fatalf("release: exit %d, %s", code, out)
 	}
-	select {
-	case err := <-done:
-		ee, ok := err.(*exec.ExitError)
-		if !ok || ee.ExitCode() != exitNotAcquired || !strings.Contains(out.String(), "released again (confirmed)") {
-			t.Fatalf("acquire whose grant fails the gate: %v, want exit %d:\n%s", err, exitNotAcquired, out.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("acquire did not end within 30 s:\n%s", out.String())
+	code := exitWithin(t, done, 30*time.Second, "acquire", out)
+	if code != exitNotAcquired || !strings.Contains(out.String(), "released again (confirmed)") {
+		t.Fatalf("acquire whose grant fails the gate: exit %d, want %d:\n%s", code, exitNotAcquired, out.String())
 	}
 	if code, out := run(t, nil, "acquire", srv, "gate"); code != 0 || !strings.HasPrefix(out, "token 3") {
 		t.Fatalf("the refused grant still holds the key: exit %d, %q", code, out)
@@ -256,12 +201,7 @@ func TestRunCommandReadsTheTerminal(t *testing.T) {
 	}
 	master.Write([]byte("world\n"))
 	await("the shell reads the terminal again", func() bool { return strings.Contains(out.String(), "after world") })
-	select {
-	case err := <-shDone:
-		if err != nil {
-			t.Fatalf("shell: %v\n%s", err, out.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the shell did not exit:\n%s", out.String())
+	if code := exitWithin(t, shDone, 20*time.Second, "the shell", out); code != 0 {
+		t.Fatalf("shell: exit %d\n%s", code, out.String())
 	}
 }

@@ -16,8 +16,7 @@ import (
 func TestServerServesProtocolAndHTTP(t *testing.T) {
 	t.Parallel()
 	p := startServer(t, nil)
-	c := wiretest.Dial(t, p.listen)
-	c.Hello(t, nil)
+	c := p.dial(t)
 	tok := c.Do(t, wiretest.Acquire(1, 0, 30, "job/nightly")).Token
 	if tok != 1 {
 		t.Fatalf("first token %d, want 1", tok)
@@ -56,8 +55,7 @@ func TestServerServesProtocolAndHTTP(t *testing.T) {
 func TestEnvironmentSetsFlags(t *testing.T) {
 	t.Parallel()
 	p := startServer(t, []string{"LATCH_MAX_KEYS=10", "LATCH_TOKEN_FLOOR=100", "LATCH_LISTEN=127.0.0.1:0", "LATCH_LOG_LEVEL=debug"})
-	c := wiretest.Dial(t, p.listen)
-	c.Hello(t, nil)
+	c := p.dial(t)
 	for i := range 9 {
 		tok := c.Do(t, wiretest.Acquire(uint64(i+1), 0, 30, "k"+string(rune('a'+i)))).Token
 		if tok != uint64(101+i) {
@@ -79,8 +77,7 @@ func TestEnvironmentSetsFlags(t *testing.T) {
 func TestTokenFloorAtTheTop(t *testing.T) {
 	t.Parallel()
 	p := startServer(t, nil, "--token-floor", "9223372036854775805")
-	c := wiretest.Dial(t, p.listen)
-	c.Hello(t, nil)
+	c := p.dial(t)
 	a := c.Do(t, wiretest.Acquire(1, 0, 30, "a")).Token
 	b := c.Do(t, wiretest.Acquire(2, 0, 30, "b")).Token
 	if a != 9223372036854775806 || b != 9223372036854775807 {
@@ -189,11 +186,9 @@ func TestBadFlagsSayWhatToDo(t *testing.T) {
 func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 	t.Parallel()
 	p := startServer(t, nil)
-	holder := wiretest.Dial(t, p.listen)
-	holder.Hello(t, nil)
+	holder := p.dial(t)
 	holder.Do(t, wiretest.Acquire(1, 0, 60, "k"))
-	waiter := wiretest.Dial(t, p.listen)
-	waiter.Hello(t, nil)
+	waiter := p.dial(t)
 	waiter.Raw(t, wiretest.Acquire(42, 60, 30, "k"))
 	waiter.ExpectSilent(t, 200*time.Millisecond) // queued behind the holder
 

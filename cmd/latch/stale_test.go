@@ -23,9 +23,7 @@ func TestClusterPausedLeaderNeverAnswersFromAStaleView(t *testing.T) {
 	clustertest.Slow(t, "starts three processes and pauses the leader past a lease")
 	const lease = 8 // seconds: the resume comes after it, and well before the new leader's restarted lease ends
 	tc := startTestCluster(t, 3)
-	old := tc.leader()
-	c := wiretest.Dial(t, tc.procs[old].listen)
-	c.Hello(t, nil)
+	old, c := tc.dialLeader(t)
 	tok := c.Do(t, wiretest.Acquire(1, 0, lease, "paused")).Token
 	freed := c.Do(t, wiretest.Acquire(6, 0, 60, "paused/freed")).Token
 
@@ -33,8 +31,7 @@ func TestClusterPausedLeaderNeverAnswersFromAStaleView(t *testing.T) {
 	resume := tc.procs[old].freeze(t)
 	nl := tc.leader(old)
 	led := logTime(t, tc.procs[nl], "leading: lock view rebuilt")
-	n := wiretest.Dial(t, tc.procs[nl].listen)
-	n.Hello(t, nil)
+	n := tc.procs[nl].dial(t)
 	n.Raw(t, wiretest.Release(7, freed, "paused/freed"))
 	n.ExpectOp(t, wire.OpRelease, 7)
 	resumeAt := stoppedAt.Add(lease*time.Second + 300*time.Millisecond)

@@ -76,11 +76,9 @@ func TestDeposedLeaderWithAClearedTailRestarts(t *testing.T) {
 	// leader's AppendEntries and apply them on resume): the leader appends to its own log
 	// what it can never commit.
 	for _, i := range followers {
-		tc.procs[i].signal(t, syscall.SIGKILL)
-		tc.procs[i].wait(t, 30*time.Second)
+		tc.procs[i].kill(t)
 	}
-	c := wiretest.Dial(t, tc.procs[old].listen)
-	c.Hello(t, nil)
+	c := tc.procs[old].dial(t)
 	const proposals = 50
 	for i := range proposals {
 		c.Raw(t, wiretest.Acquire(uint64(i+1), 0, 30, fmt.Sprintf("lost/%d", i)))
@@ -99,7 +97,7 @@ func TestDeposedLeaderWithAClearedTailRestarts(t *testing.T) {
 	tail, _ := tc.procs[old].logProgress()
 
 	// The old leader stopped, the others restart, elect a leader and write past its tail.
-	tc.procs[old].signal(t, syscall.SIGSTOP)
+	resume := tc.procs[old].freeze(t)
 	for _, i := range followers {
 		tc.procs[i] = spawnServer(t, nil, tc.args[i]...)
 	}
@@ -117,7 +115,7 @@ func TestDeposedLeaderWithAClearedTailRestarts(t *testing.T) {
 		}
 	}
 
-	tc.procs[old].signal(t, syscall.SIGCONT)
+	resume()
 	// The new leader backs off (up to about 40 s) from a peer its replication failed to reach
 	// while it was stopped, so the tail may be cleared only that long after the resume.
 	resumed := time.Now()

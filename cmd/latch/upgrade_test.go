@@ -2,11 +2,10 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/peer"
@@ -53,10 +52,7 @@ func TestFromOneSecretToThree(t *testing.T) {
 	}
 	for r, flags := range rolls {
 		for i := range tc.procs {
-			tc.procs[i].signal(t, syscall.SIGTERM)
-			if code := tc.procs[i].wait(t, 30*time.Second); code != 0 {
-				t.Fatalf("roll %d, n%d: exit %d after SIGTERM", r+1, i+1, code)
-			}
+			tc.procs[i].stop(t, fmt.Sprintf("roll %d, n%d", r+1, i+1))
 			tc.args[i] = append(tc.args[i][:len(tc.args[i])-len(one)], flags...)
 			tc.procs[i] = startServer(t, nil, tc.args[i]...)
 			tc.leader()

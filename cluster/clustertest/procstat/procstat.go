@@ -1,0 +1,66 @@
+// Package procstat reads the state of processes from Linux's /proc, for tests that check
+// that a process or a whole process group is gone. It is imported only by _test.go files.
+package procstat
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// stat is the fields of /proc/PID/stat after the command name: "state ppid pgrp ...". The
+// name is in parentheses and may itself hold spaces and parentheses, so the fields start
+// after the last ')'.
+func stat(pid string) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("/proc/%s/stat: no command name in %q", pid, s)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 3 {
+		return nil, fmt.Errorf("/proc/%s/stat: too few fields in %q", pid, s)
+	}
+	return f, nil
+}
+
+// live reports whether state is that of a running process: not a zombie waiting to be
+// reaped (an orphan killed with its group stays one until init reaps it), nor dead.
+func live(state string) bool { return state != "Z" && state != "X" }
+
+// Alive reports whether pid runs: it exists and is not a zombie.
+func Alive(pid int) bool {
+	f, err := stat(strconv.Itoa(pid))
+	return err == nil && live(f[0])
+}
+
+// Pgid is the process group of pid.
+func Pgid(pid int) (int, error) {
+	f, err := stat(strconv.Itoa(pid))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(f[2])
+}
+
+// Group lists the live (not zombie) processes of process group pgid.
+func Group(pgid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	want := strconv.Itoa(pgid)
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f, err := stat(e.Name()); err == nil && f[2] == want && live(f[0]) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
