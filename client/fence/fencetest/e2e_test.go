@@ -17,6 +17,7 @@ import (
 
 	"github.com/latchd/latch/client/fence"
 	"github.com/latchd/latch/cluster/clustertest"
+	"github.com/latchd/latch/cluster/clustertest/procstat"
 )
 
 // The end-to-end test: a single-mode latch server and two `latch run` holders of one key on
@@ -176,7 +177,7 @@ func runHolder(t *testing.T, name, addr, key string, env []string) *holder {
 	}
 	go func() { h.cmd.Wait(); close(h.done) }()
 	t.Cleanup(func() {
-		for _, pid := range tree(h.cmd.Process.Pid) {
+		for _, pid := range procstat.Tree(h.cmd.Process.Pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		<-h.done

@@ -1,14 +1,14 @@
 package fencetest
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/latchd/latch/cluster/clustertest/procstat"
 )
 
 // racePausedHolder runs one round of the end-to-end race on s (see e2e_test.go); env tells
@@ -29,8 +29,8 @@ func racePausedHolder(t *testing.T, addr string, s *store, env []string) {
 	if late := time.Until(deadline.Add(-500 * time.Millisecond)); late <= 0 {
 		t.Fatalf("the first holder was paused %v after latch run's SIGTERM time; the machine is too loaded for this round", -late)
 	}
-	if state(ready.PID) != 'T' {
-		t.Fatalf("the first writer (pid %d) is in state %q after SIGSTOP, want T", ready.PID, state(ready.PID))
+	if procstat.State(ready.PID) != 'T' {
+		t.Fatalf("the first writer (pid %d) is in state %q after SIGSTOP, want T", ready.PID, procstat.State(ready.PID))
 	}
 
 	// While it is paused, its lease ends and the second holder takes the lock and writes.
@@ -81,7 +81,7 @@ func stopTree(root int) []int {
 	var order []int
 	for {
 		added := false
-		for _, pid := range tree(root) {
+		for _, pid := range procstat.Tree(root) {
 			if !stopped[pid] {
 				syscall.Kill(pid, syscall.SIGSTOP)
 				stopped[pid], added = true, true
@@ -93,60 +93,9 @@ func stopTree(root int) []int {
 		}
 	}
 	for _, pid := range order { // SIGSTOP is asynchronous: wait until each one is stopped
-		for i := 0; i < 500 && state(pid) != 'T' && state(pid) != 0; i++ {
+		for i := 0; i < 500 && procstat.State(pid) != 'T' && procstat.State(pid) != 0; i++ {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
 	return order
-}
-
-// tree lists root and its descendants from /proc, parents before children.
-func tree(root int) []int {
-	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if pp := ppid(pid); pp > 0 {
-			children[pp] = append(children[pp], pid)
-		}
-	}
-	out := []int{root}
-	for i := 0; i < len(out); i++ {
-		out = append(out, children[out[i]]...)
-	}
-	return out
-}
-
-// stat returns the fields of /proc/PID/stat after the command name.
-func stat(pid int) []string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(string(b[i+1:]))
-}
-
-// state is the process's state letter (T when stopped), 0 if it is gone.
-func state(pid int) byte {
-	f := stat(pid)
-	if len(f) < 1 {
-		return 0
-	}
-	return f[0][0]
-}
-
-func ppid(pid int) int {
-	f := stat(pid)
-	if len(f) < 2 {
-		return 0
-	}
-	n, _ := strconv.Atoi(f[1])
-	return n
 }

@@ -64,3 +64,35 @@ func Group(pgid int) []int {
 	}
 	return pids
 }
+
+// State is pid's state letter ('R' running, 'S' sleeping, 'T' stopped, 'Z' zombie, ...), or
+// 0 when pid is gone.
+func State(pid int) byte {
+	f, err := stat(strconv.Itoa(pid))
+	if err != nil {
+		return 0
+	}
+	return f[0][0]
+}
+
+// Tree lists root and every process below it, parents before children.
+func Tree(root int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f, err := stat(e.Name()); err == nil {
+			if pp, err := strconv.Atoi(f[1]); err == nil {
+				children[pp] = append(children[pp], pid)
+			}
+		}
+	}
+	out := []int{root}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}

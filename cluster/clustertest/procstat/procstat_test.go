@@ -46,3 +46,43 @@ func TestAliveGroupAndPgid(t *testing.T) {
 		t.Fatalf("Pgid(%d) of a reaped process: no error", pid)
 	}
 }
+
+func TestTreeAndState(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 30 & wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the cleanup kills the sleep too
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start sh: %v", err)
+	}
+	root := cmd.Process.Pid
+	t.Cleanup(func() { syscall.Kill(-root, syscall.SIGKILL); cmd.Wait() })
+	var tree []int
+	for end := time.Now().Add(10 * time.Second); len(tree) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("Tree(%d) = %v after 10 s, want sh and its sleep", root, tree)
+		}
+		tree = Tree(root)
+	}
+	if tree[0] != root || len(tree) != 2 {
+		t.Fatalf("Tree(%d) = %v, want sh first and its one child", root, tree)
+	}
+	child := tree[1]
+	if err := syscall.Kill(child, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(10 * time.Second); State(child) != 'T'; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("State(%d) = %q 10 s after SIGSTOP, want 'T'", child, State(child))
+		}
+	}
+	syscall.Kill(child, syscall.SIGKILL)
+	syscall.Kill(root, syscall.SIGKILL)
+	cmd.Wait()
+	for end := time.Now().Add(10 * time.Second); State(child) != 0 && State(child) != 'Z'; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("State(%d) = %q 10 s after SIGKILL", child, State(child))
+		}
+	}
+	if State(root) != 0 {
+		t.Fatalf("State(%d) of a reaped process = %q, want 0", root, State(root))
+	}
+}
