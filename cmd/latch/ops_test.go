@@ -39,6 +39,18 @@ func newFixedCluster(t *testing.T, n int) *fixedCluster {
 	return fc
 }
 
+// startFixedCluster is newFixedCluster with all n nodes started and serving.
+func startFixedCluster(t *testing.T, n int) *fixedCluster {
+	t.Helper()
+	fc := newFixedCluster(t, n)
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	fc.start(all...)
+	return fc
+}
+
 func (fc *fixedCluster) args(i int) []string {
 	var ic []string
 	for j, a := range fc.raft {
@@ -67,6 +79,14 @@ func (fc *fixedCluster) start(nodes ...int) {
 func (fc *fixedCluster) leader() int {
 	tc := &testCluster{t: fc.t, procs: fc.procs}
 	return tc.leader()
+}
+
+// leaderAndFollower waits for the leader as leader does and returns its index and that of
+// the node after it, a follower.
+func (fc *fixedCluster) leaderAndFollower() (int, int) {
+	fc.t.Helper()
+	l := fc.leader()
+	return l, (l + 1) % len(fc.procs)
 }
 
 func (fc *fixedCluster) conn(i int) *wiretest.Conn {
@@ -149,10 +169,8 @@ func lastTokenIn(t *testing.T, out string) uint64 {
 // before sending anything.
 func TestSnapshotSaveRestoreThroughTheCLI(t *testing.T) {
 	clustertest.Slow(t, "starts six processes")
-	src := newFixedCluster(t, 3)
-	src.start(0, 1, 2)
-	l := src.leader()
-	f := (l + 1) % 3
+	src := startFixedCluster(t, 3)
+	l, f := src.leaderAndFollower()
 	c := src.conn(l)
 	keys := []string{"backup/a", "backup/b", "backup/c"}
 	toks := grantAll(t, c, keys...)
@@ -172,10 +190,8 @@ func TestSnapshotSaveRestoreThroughTheCLI(t *testing.T) {
 	after := grantAll(t, c, "after/backup")[0]
 	c.Close()
 
-	dst := newFixedCluster(t, 3)
-	dst.start(0, 1, 2)
-	dl := dst.leader()
-	df := (dl + 1) % 3
+	dst := startFixedCluster(t, 3)
+	dl, df := dst.leaderAndFollower()
 	if code, out := dst.admin(df, "snapshot restore", file); code == 0 || !strings.Contains(out, "token-floor") {
 		t.Fatalf("restore without --token-floor: exit %d, %q", code, out)
 	}
@@ -275,10 +291,8 @@ func TestSnapshotSaveRestoreThroughTheCLI(t *testing.T) {
 // and a raised counter survive.
 func TestRecoverLostQuorumThroughTheCLI(t *testing.T) {
 	clustertest.Slow(t, "starts six processes")
-	fc := newFixedCluster(t, 3)
-	fc.start(0, 1, 2)
-	l := fc.leader()
-	c := fc.conn(l)
+	fc := startFixedCluster(t, 3)
+	c := fc.conn(fc.leader())
 	keys := []string{"quorum/a", "quorum/b"}
 	toks := grantAll(t, c, keys...)
 	c.Close()

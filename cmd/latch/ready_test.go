@@ -22,10 +22,8 @@ import (
 // index has reached the commit index the old leader had.
 func TestReadyzRestartedFollowerCatchesUp(t *testing.T) {
 	clustertest.Slow(t, "starts four processes")
-	fc := newFixedCluster(t, 3)
-	fc.start(0, 1, 2)
-	l := fc.leader()
-	f := (l + 1) % 3
+	fc := startFixedCluster(t, 3)
+	l, f := fc.leaderAndFollower()
 	fc.procs[f].stop(t, fmt.Sprintf("n%d", f))
 	fc.procs[f] = nil
 
