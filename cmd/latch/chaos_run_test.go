@@ -294,13 +294,16 @@ func (n *chaosNode) start() bool {
 		res.Detail = err.Error()
 		return false
 	}
-	exited, serving := make(chan struct{}), make(chan struct{})
+	exited, serving := make(chan struct{}), make(chan map[string]any, 1)
 	go func() {
 		cmd.Wait()
 		pw.Close()
 		close(exited)
 	}()
-	go scanServing(pr, logFile, serving)
+	go func() {
+		defer logFile.Close()
+		scanServing(pr, logFile, serving)
+	}()
 	n.mu.Lock()
 	n.cmd, n.exited = cmd, exited
 	n.mu.Unlock()
@@ -313,26 +316,6 @@ func (n *chaosNode) start() bool {
 		res.Detail = "did not log 'latch serving' within 30 s"
 	}
 	return res.OK
-}
-
-// scanServing copies the node's log lines to w, closes serving at "latch serving", and
-// closes w when r ends.
-func scanServing(r io.Reader, w io.WriteCloser, serving chan struct{}) {
-	defer w.Close()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	found := false
-	for sc.Scan() {
-		w.Write(append(sc.Bytes(), '\n'))
-		var line struct {
-			Msg string `json:"@message"`
-		}
-		if !found && json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "latch serving" {
-			found = true
-			close(serving)
-		}
-	}
-	io.Copy(io.Discard, r)
 }
 
 // kill sends sig to the node's process, if one runs.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,16 +28,12 @@ func spawnLimited(t *testing.T, limit int, args ...string) *proc {
 	return spawn(t, cmd, "server")
 }
 
-// servingField returns a number from the server's "latch serving" log line.
+// servingField returns a number from the server's "latch serving" log line, as
+// awaitServing took it.
 func servingField(t *testing.T, p *proc, name string) int {
 	t.Helper()
-	for _, l := range strings.Split(p.stderr.String(), "\n") {
-		var line map[string]any
-		if json.Unmarshal([]byte(l), &line) == nil && line["@message"] == "latch serving" {
-			if v, ok := line[name].(float64); ok {
-				return int(v)
-			}
-		}
+	if v, ok := p.served[name].(float64); ok {
+		return int(v)
 	}
 	t.Fatalf("no %s in the 'latch serving' line:\n%s", name, p.stderr.String())
 	return 0

@@ -47,6 +47,7 @@ type proc struct {
 
 	what    string
 	serving chan map[string]any // the "latch serving" log line, once
+	served  map[string]any      // that line, once awaitServing has taken it
 }
 
 // startServer runs `latch server` with args (JSON logs, ports picked by the kernel unless
@@ -96,20 +97,27 @@ func spawn(t *testing.T, cmd *exec.Cmd, what string) *proc {
 			t.Logf("log of %s:\n%s", what, p.stderr.String())
 		}
 	})
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		found := false
-		for sc.Scan() {
-			var line map[string]any
-			if !found && json.Unmarshal(sc.Bytes(), &line) == nil && line["@message"] == "latch serving" {
-				found = true
-				p.serving <- line
-			}
-		}
-		io.Copy(io.Discard, pr) // keep the writer from blocking after a scan error
-	}()
+	go scanServing(pr, nil, p.serving)
 	return p
+}
+
+// scanServing reads a server's JSON log lines from r to its end, copies each to w unless w
+// is nil, and sends the first "latch serving" line to serving (buffered: it never blocks).
+func scanServing(r io.Reader, w io.Writer, serving chan<- map[string]any) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	found := false
+	for sc.Scan() {
+		if w != nil {
+			w.Write(append(sc.Bytes(), '\n'))
+		}
+		var line map[string]any
+		if !found && json.Unmarshal(sc.Bytes(), &line) == nil && line["@message"] == "latch serving" {
+			found = true
+			serving <- line
+		}
+	}
+	io.Copy(io.Discard, r) // keep the writer from blocking after a scan error
 }
 
 // awaitServing waits until the process logs that it serves and notes its client and HTTP
@@ -118,6 +126,7 @@ func (p *proc) awaitServing(t *testing.T) {
 	t.Helper()
 	select {
 	case line := <-p.serving:
+		p.served = line
 		p.listen, _ = line["listen"].(string)
 		p.http, _ = line["http"].(string)
 		if on, _ := line["http_tls"].(bool); on {
