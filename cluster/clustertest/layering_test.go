@@ -39,6 +39,8 @@ var layers = []layer{
 	// reasons, hence wire).
 	{pkg: "cluster/raftnode", only: []string{"fsm", "cluster/ratelog", "cluster/outcome", "wire"}},
 	{pkg: "cluster/outcome", only: []string{"wire"}},
+	// The process logger: hclog and the standard library only.
+	{pkg: "cluster/logs", only: []string{}},
 	{pkg: "cluster", never: []string{"cluster/raftnode"}},
 }
 

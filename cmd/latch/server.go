@@ -15,6 +15,7 @@ import (
 
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/logs"
 	"github.com/latchd/latch/cluster/member"
 	"github.com/latchd/latch/cluster/server"
 	"github.com/latchd/latch/wire"
@@ -61,7 +62,7 @@ func serverCommand() *cli.Command {
 }
 
 func runServer(c *cli.Context) error {
-	log, err := newLogger(c.App.ErrWriter, c.String("log-level"), c.String("log-format"))
+	log, err := logs.New(c.App.ErrWriter, c.String("log-level"), c.String("log-format"))
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package logs
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ type innerConfig struct {
 // JSON log lines carry durations in seconds and structs as text, through Named and With.
 func TestJSONLogDurationsInSecondsAndNoStructs(t *testing.T) {
 	var buf bytes.Buffer
-	log, err := newLogger(&buf, "info", "json")
+	log, err := New(&buf, "info", "json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,7 @@
-package main
+// Package logs builds a latch process's logger: hclog, one structured line per event, as
+// text or as JSON for log pipelines. It decides how values look in JSON lines (durations in
+// seconds, no nested Go structs); it never decides what is logged.
+package logs
 
 import (
 	"fmt"
@@ -9,9 +12,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// newLogger builds the process logger: one structured line per event, text or JSON. JSON
-// lines carry durations as seconds (a number) and no Go structs (see jsonLog).
-func newLogger(w io.Writer, level, format string) (hclog.Logger, error) {
+// New builds the process logger from --log-level and --log-format: one structured line per
+// event, text or JSON. JSON lines carry durations as seconds (a number) and no Go structs
+// (see jsonLog).
+func New(w io.Writer, level, format string) (hclog.Logger, error) {
 	lvl := hclog.LevelFromString(level)
 	if lvl == hclog.NoLevel {
 		return nil, fmt.Errorf("--log-level %q: use trace, debug, info, warn or error", level)
