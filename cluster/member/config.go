@@ -64,6 +64,11 @@ type Config struct {
 	// Insecure allows a non-loopback peer port that nothing authenticates (--insecure).
 	Insecure bool
 
+	// AdminAuthenticated says that admin calls on HTTP need their own credential
+	// (--admin-secret-file, or --admin-tls-ca with --http-tls). Validate refuses a member
+	// that authenticates clients or peers but leaves admin calls open (checkPrincipals).
+	AdminAuthenticated bool
+
 	// Logger is the base logger; parts log to named sub-loggers. Nil: no logging.
 	Logger hclog.Logger
 }
@@ -91,6 +96,9 @@ func (c Config) Validate() error {
 	self := c.self()
 	if len(r.InitialCluster) > 0 && self < 0 && c.Join == "" {
 		return fmt.Errorf("--id %q is not in --initial-cluster: list it there, or give --join ADDR (any member's --http) so the cluster adds it", r.ID)
+	}
+	if err := c.checkPrincipals(); err != nil {
+		return err
 	}
 	if err := server.CheckListen(c.Listen, c.Peer.Authenticated(), c.Insecure); errors.Is(err, server.ErrInsecureListen) {
 		return fmt.Errorf("--raft-addr %s: refusing a non-loopback peer port that nothing authenticates: anyone who can reach it "+

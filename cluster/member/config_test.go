@@ -62,3 +62,33 @@ func TestAdvertise(t *testing.T) {
 		t.Errorf("--advertise: %q", got)
 	}
 }
+
+// With any credential, the peer port and admin calls need their own; clients may stay open.
+func TestValidatePrincipals(t *testing.T) {
+	for _, c := range []struct {
+		client, peer, admin bool
+		want                error
+	}{
+		{false, false, false, nil},
+		{true, true, true, nil},
+		{false, true, true, nil}, // clients may stay open where --listen allows
+		{true, false, false, errPeerUnauthenticated},
+		{true, false, true, errPeerUnauthenticated},
+		{false, false, true, errPeerUnauthenticated},
+		{true, true, false, errAdminUnauthenticated},
+		{false, true, false, errAdminUnauthenticated},
+	} {
+		cfg := DefaultConfig()
+		cfg.Raft.ID, cfg.Raft.DataDir, cfg.Listen = "n1", t.TempDir(), "127.0.0.1:7401"
+		if c.client {
+			cfg.Server.Secrets = [][]byte{[]byte("client-secret-0123456789abcdef0123")}
+		}
+		if c.peer {
+			cfg.Peer.Secrets = [][]byte{[]byte("peer-secret-0123456789abcdef012345")}
+		}
+		cfg.AdminAuthenticated = c.admin
+		if err := cfg.Validate(); err != c.want {
+			t.Errorf("client %v, peer %v, admin %v: %v, want %v", c.client, c.peer, c.admin, err, c.want)
+		}
+	}
+}

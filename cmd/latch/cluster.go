@@ -71,5 +71,6 @@ func memberConfig(c *cli.Context, log hclog.Logger, cred credentials, tlsCfg ser
 	cfg.Listen, cfg.Join, cfg.JoinTLS = c.String("raft-addr"), c.String("join"), tlsCfg.admin
 	cfg.HTTP, cfg.HTTPTLS = c.String("http"), tlsCfg.http
 	cfg.AcceptLegacyPeers, cfg.Insecure = c.Bool("accept-legacy-peers"), c.Bool("insecure")
+	cfg.AdminAuthenticated = len(cred.admin) > 0 || tlsCfg.adminCAs != nil
 	return cfg, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 
@@ -120,36 +119,4 @@ func warnExposed(flag, file string, exposed bool, log hclog.Logger) {
 	if exposed && log != nil {
 		log.Warn("a secret or key file is readable by others than its owner", "flag", "--"+flag, "file", file, "fix", "chmod 600 "+file)
 	}
-}
-
-// authPlan is what authenticates each principal of a cluster-mode node.
-type authPlan struct {
-	client bool // --secret-file
-	peer   bool // --peer-secret-file, or mutual TLS between peers
-	admin  bool // --admin-secret-file, or --admin-tls-ca
-}
-
-// Refusals of authPlan.check.
-var (
-	errPeerUnauthenticated = errors.New("the peer port (--raft-addr) needs its own credential once the node has any: " +
-		"pass --peer-secret-file FILE (a secret that clients do not hold; moving from one shared secret: deploy/README.md) " +
-		"or mutual TLS between peers (--tls-cert, --tls-key and --tls-ca)")
-	errAdminUnauthenticated = errors.New("admin calls on --http need their own credential once the node has any: " +
-		"pass --admin-secret-file FILE, or --admin-tls-ca FILE with --http-tls")
-)
-
-// check refuses a cluster node that authenticates some principals and leaves another open:
-// with any credential, the peer port and admin calls must have their own (clients may stay
-// unauthenticated where --listen allows it). A node with none follows the loopback rule
-// (server.CheckListen) on each address.
-func (a authPlan) check() error {
-	switch {
-	case !a.client && !a.peer && !a.admin:
-		return nil
-	case !a.peer:
-		return errPeerUnauthenticated
-	case !a.admin:
-		return errAdminUnauthenticated
-	}
-	return nil
 }

@@ -76,22 +76,24 @@ func TestKeyFileModes(t *testing.T) {
 	}
 }
 
-func TestAuthPlan(t *testing.T) {
+// A cluster node with some credentials but not the peer's or the admin's refuses to start,
+// naming the flag that is missing (member.Config.Validate's principal rule, through the
+// binary).
+func TestClusterNodeNeedsEveryPrincipalsCredential(t *testing.T) {
+	s := newTestSecrets(t)
+	dir := t.TempDir()
+	base := []string{"server", "--mode", "cluster", "--id", "n1", "--data-dir", filepath.Join(dir, "data"), "--bootstrap",
+		"--listen", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0", "--http", "127.0.0.1:0"}
 	for _, c := range []struct {
-		plan authPlan
-		want error
+		name, want string
+		creds      []string
 	}{
-		{authPlan{}, nil},
-		{authPlan{client: true, peer: true, admin: true}, nil},
-		{authPlan{peer: true, admin: true}, nil}, // clients may stay open where --listen allows
-		{authPlan{client: true}, errPeerUnauthenticated},
-		{authPlan{client: true, admin: true}, errPeerUnauthenticated},
-		{authPlan{admin: true}, errPeerUnauthenticated},
-		{authPlan{client: true, peer: true}, errAdminUnauthenticated},
-		{authPlan{peer: true}, errAdminUnauthenticated},
+		{"client only", "--peer-secret-file", []string{"--secret-file", s.client}},
+		{"client and peer", "--admin-secret-file", []string{"--secret-file", s.client, "--peer-secret-file", s.peer}},
 	} {
-		if err := c.plan.check(); err != c.want {
-			t.Errorf("%+v: %v, want %v", c.plan, err, c.want)
+		code, out := run(t, nil, append(append([]string(nil), base...), c.creds...)...)
+		if code == 0 || !strings.Contains(out, "needs its own credential") && !strings.Contains(out, "need their own credential") || !strings.Contains(out, c.want) {
+			t.Errorf("%s: exit %d, want a refusal naming %s:\n%s", c.name, code, c.want, out)
 		}
 	}
 }

@@ -91,10 +91,6 @@ func runServer(c *cli.Context) error {
 	}
 	adminAuth := len(cred.admin) > 0 || tlsCfg.adminCAs != nil
 	if mode == "cluster" {
-		plan := authPlan{client: len(secrets) > 0, peer: len(cred.peer) > 0 || tlsCfg.peer != nil, admin: adminAuth}
-		if err := plan.check(); err != nil {
-			return err
-		}
 		// --http changes the membership and restores backups in cluster mode.
 		if err := server.CheckListen(c.String("http"), adminAuth, c.Bool("insecure")); errors.Is(err, server.ErrInsecureListen) {
 			return fmt.Errorf("--http %s: refusing a non-loopback admin address that nothing authenticates: anyone who can reach it could "+
