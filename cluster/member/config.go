@@ -52,8 +52,10 @@ type Config struct {
 	Join    string
 	JoinTLS *tls.Config
 
-	// HTTP (--http) and HTTPTLS are where a node that waits for the other initial members
-	// before it bootstraps answers /healthz and /readyz meanwhile.
+	// HTTP (--http) is the member's admin address, served by the caller: Validate refuses a
+	// non-loopback one that nothing authenticates (AdminAuthenticated), unless Insecure.
+	// Required. HTTP and HTTPTLS are also where a node that waits for the other initial
+	// members before it bootstraps answers /healthz and /readyz meanwhile.
 	HTTP    string
 	HTTPTLS *tls.Config
 
@@ -106,6 +108,14 @@ func (c Config) Validate() error {
 			"or --insecure if the network is trusted", c.Listen)
 	} else if err != nil {
 		return fmt.Errorf("--raft-addr: %w", err)
+	}
+	// HTTP changes the membership and restores backups in cluster mode.
+	if err := server.CheckListen(c.HTTP, c.AdminAuthenticated, c.Insecure); errors.Is(err, server.ErrInsecureListen) {
+		return fmt.Errorf("--http %s: refusing a non-loopback admin address that nothing authenticates: anyone who can reach it could "+
+			"change the membership or replace every lock with a backup; pass --admin-secret-file FILE (or --admin-tls-ca FILE with "+
+			"--http-tls, so that admin calls need a client certificate), or --insecure if the network is trusted", c.HTTP)
+	} else if err != nil {
+		return fmt.Errorf("--http: %w", err)
 	}
 	if c.Join != "" && len(c.Peer.Secrets) == 0 && c.Peer.TLS != nil && !strings.HasPrefix(c.Join, "https://") {
 		return fmt.Errorf("--join %s: a node proves its own join with its first --peer-secret-file line, or with its certificate "+

@@ -12,7 +12,7 @@ import (
 func TestValidateNamesTheFlag(t *testing.T) {
 	base := func() Config {
 		c := DefaultConfig()
-		c.Raft.ID, c.Raft.DataDir, c.Listen = "a", t.TempDir(), "127.0.0.1:7401"
+		c.Raft.ID, c.Raft.DataDir, c.Listen, c.HTTP = "a", t.TempDir(), "127.0.0.1:7401", "127.0.0.1:7402"
 		return c
 	}
 	initial := []raftnode.Peer{{ID: "a", Addr: "127.0.0.1:7401"}, {ID: "b", Addr: "127.0.0.1:7411"}}
@@ -31,6 +31,12 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"not listed, joins", func(c *Config) { c.Raft.ID, c.Raft.InitialCluster, c.Join = "z", initial, "127.0.0.1:7402" }, ""},
 		{"open peer port", func(c *Config) { c.Listen = "0.0.0.0:7401" }, "--raft-addr 0.0.0.0:7401"},
 		{"open peer port, insecure", func(c *Config) { c.Listen, c.Insecure = "0.0.0.0:7401", true }, ""},
+		{"open http", func(c *Config) { c.HTTP = "0.0.0.0:7402" }, "--http 0.0.0.0:7402"},
+		{"open http, insecure", func(c *Config) { c.HTTP, c.Insecure = "0.0.0.0:7402", true }, ""},
+		{"open http, admin credential", func(c *Config) {
+			c.HTTP, c.AdminAuthenticated, c.Peer.Secrets = "0.0.0.0:7402", true, [][]byte{[]byte("peer-secret-0123456789abcdef012345")}
+		}, ""},
+		{"no http", func(c *Config) { c.HTTP = "" }, "--http"},
 		{"advertise differs", func(c *Config) { c.Raft.InitialCluster, c.Raft.Advertise = initial, "127.0.0.1:9999" }, "--advertise is"},
 	} {
 		cfg := base()
@@ -79,7 +85,7 @@ func TestValidatePrincipals(t *testing.T) {
 		{false, true, false, errAdminUnauthenticated},
 	} {
 		cfg := DefaultConfig()
-		cfg.Raft.ID, cfg.Raft.DataDir, cfg.Listen = "n1", t.TempDir(), "127.0.0.1:7401"
+		cfg.Raft.ID, cfg.Raft.DataDir, cfg.Listen, cfg.HTTP = "n1", t.TempDir(), "127.0.0.1:7401", "127.0.0.1:7402"
 		if c.client {
 			cfg.Server.Secrets = [][]byte{[]byte("client-secret-0123456789abcdef0123")}
 		}

@@ -90,16 +90,6 @@ func runServer(c *cli.Context) error {
 		return err
 	}
 	adminAuth := len(cred.admin) > 0 || tlsCfg.adminCAs != nil
-	if mode == "cluster" {
-		// --http changes the membership and restores backups in cluster mode.
-		if err := server.CheckListen(c.String("http"), adminAuth, c.Bool("insecure")); errors.Is(err, server.ErrInsecureListen) {
-			return fmt.Errorf("--http %s: refusing a non-loopback admin address that nothing authenticates: anyone who can reach it could "+
-				"change the membership or replace every lock with a backup; pass --admin-secret-file FILE (or --admin-tls-ca FILE with "+
-				"--http-tls, so that admin calls need a client certificate), or --insecure if the network is trusted", c.String("http"))
-		} else if err != nil {
-			return fmt.Errorf("--http: %w", err)
-		}
-	}
 	fds, err := fitDescriptors(c, log, mode == "cluster")
 	if err != nil {
 		return err
