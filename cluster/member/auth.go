@@ -17,7 +17,7 @@ var (
 // unauthenticated where --listen allows it). A member with none follows the loopback rule
 // (server.CheckListen) on each address instead.
 func (c Config) checkPrincipals() error {
-	client, peer, admin := len(c.Server.Secrets) > 0, c.Peer.Authenticated(), c.AdminAuthenticated
+	client, peer, admin := len(c.Server.Secrets) > 0, c.Peer.Authenticated(), c.Admin.Operator()
 	switch {
 	case !client && !peer && !admin:
 		return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/cluster/forward"
 	"github.com/latchd/latch/cluster/peer"
 	"github.com/latchd/latch/cluster/raftnode"
@@ -66,10 +67,12 @@ type Config struct {
 	// Insecure allows a non-loopback peer port that nothing authenticates (--insecure).
 	Insecure bool
 
-	// AdminAuthenticated says that admin calls on HTTP need their own credential
-	// (--admin-secret-file, or --admin-tls-ca with --http-tls). Validate refuses a member
-	// that authenticates clients or peers but leaves admin calls open (checkPrincipals).
-	AdminAuthenticated bool
+	// Admin is what admin calls on HTTP are checked against (AdminOptions' verifier): the
+	// operator's --admin-secret-file and --admin-tls-ca, and the peers' --peer-secret-file
+	// and --tls-ca for a node's own join. Validate refuses a member that authenticates
+	// clients or peers but not the operator (checkPrincipals), and a non-loopback HTTP that
+	// nothing authenticates.
+	Admin admin.Credentials
 
 	// Logger is the base logger; parts log to named sub-loggers. Nil: no logging.
 	Logger hclog.Logger
@@ -110,7 +113,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--raft-addr: %w", err)
 	}
 	// HTTP changes the membership and restores backups in cluster mode.
-	if err := server.CheckListen(c.HTTP, c.AdminAuthenticated, c.Insecure); errors.Is(err, server.ErrInsecureListen) {
+	if err := server.CheckListen(c.HTTP, c.Admin.Operator(), c.Insecure); errors.Is(err, server.ErrInsecureListen) {
 		return fmt.Errorf("--http %s: refusing a non-loopback admin address that nothing authenticates: anyone who can reach it could "+
 			"change the membership or replace every lock with a backup; pass --admin-secret-file FILE (or --admin-tls-ca FILE with "+
 			"--http-tls, so that admin calls need a client certificate), or --insecure if the network is trusted", c.HTTP)

@@ -34,7 +34,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"open http", func(c *Config) { c.HTTP = "0.0.0.0:7402" }, "--http 0.0.0.0:7402"},
 		{"open http, insecure", func(c *Config) { c.HTTP, c.Insecure = "0.0.0.0:7402", true }, ""},
 		{"open http, admin credential", func(c *Config) {
-			c.HTTP, c.AdminAuthenticated, c.Peer.Secrets = "0.0.0.0:7402", true, [][]byte{[]byte("peer-secret-0123456789abcdef012345")}
+			c.HTTP, c.Admin.AdminSecrets, c.Peer.Secrets = "0.0.0.0:7402", [][]byte{[]byte("admin-secret-0123456789abcdef01234")}, [][]byte{[]byte("peer-secret-0123456789abcdef012345")}
 		}, ""},
 		{"no http", func(c *Config) { c.HTTP = "" }, "--http"},
 		{"advertise differs", func(c *Config) { c.Raft.InitialCluster, c.Raft.Advertise = initial, "127.0.0.1:9999" }, "--advertise is"},
@@ -92,7 +92,9 @@ func TestValidatePrincipals(t *testing.T) {
 		if c.peer {
 			cfg.Peer.Secrets = [][]byte{[]byte("peer-secret-0123456789abcdef012345")}
 		}
-		cfg.AdminAuthenticated = c.admin
+		if c.admin {
+			cfg.Admin.AdminSecrets = [][]byte{[]byte("admin-secret-0123456789abcdef01234")}
+		}
 		if err := cfg.Validate(); err != c.want {
 			t.Errorf("client %v, peer %v, admin %v: %v, want %v", c.client, c.peer, c.admin, err, c.want)
 		}

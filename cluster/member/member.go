@@ -236,6 +236,20 @@ func (m *Member) Locks() admin.Locks {
 	return membership{rp: &m.rp, mux: m.mux, id: m.id, forward: true, locks: m.node}
 }
 
+// AdminOptions are this member's admin options for HTTP (cmd adds Pprof): its status
+// (mode, id, boot, node stats, raft status), membership and backups, lock inspection, and
+// the verifier of calls made to this node and run (boot) with Config.Admin.
+func (m *Member) AdminOptions(boot string) admin.Options {
+	return admin.Options{
+		Status: func() any {
+			return map[string]any{"mode": "cluster", "id": m.id, "boot": boot, "node": m.node.Stats(), "raft": m.raft.Status()}
+		},
+		Cluster:  m.Admin(),
+		Locks:    m.Locks(),
+		Verifier: admin.NewVerifier(admin.Target{Node: m.id, Boot: boot}, m.cfg.Admin, nil),
+	}
+}
+
 // Stop ends the member in order: the client sessions drain (bounded by ctx), the node
 // closes, the join loop and forwarding stop, raft shuts down (transferring leadership if
 // this member leads) and the peer port closes. It returns the sessions' shutdown error;

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchd/latch/client"
+	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/raftnode"
 )
@@ -48,6 +49,7 @@ func startCluster(t testing.TB, n int, tune ...func(*Config)) []*tmember {
 		cfg.Raft.ID, cfg.Raft.DataDir, cfg.Raft.InitialCluster = initial[i].ID, filepath.Join(t.TempDir(), "data"), initial
 		cfg.Listen, cfg.HTTP = initial[i].Addr, "127.0.0.1:0"
 		cfg.Peer.Secrets = [][]byte{secret}
+		cfg.Admin = admin.Credentials{AdminSecrets: [][]byte{[]byte("member-test-admin-secret-0123456789abcdef")}, PeerSecrets: cfg.Peer.Secrets}
 		cfg.Logger = clustertest.Logger(t, initial[i].ID, hclog.Info)
 		for _, f := range tune {
 			f(&cfg)
@@ -150,6 +152,15 @@ func TestThreeMembersForwardAndFailOver(t *testing.T) {
 	leader, follower := leaderOf(t, ms)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
+
+	// The admin options name this member and its run, and serve membership and locks.
+	o := follower.m.AdminOptions("boot-f")
+	if st, ok := o.Status().(map[string]any); !ok || st["mode"] != "cluster" || st["id"] != follower.m.ID() || st["boot"] != "boot-f" || st["raft"] == nil {
+		t.Fatalf("follower status %#v, want mode cluster, its id, its boot and raft", o.Status())
+	}
+	if o.Cluster == nil || o.Locks == nil || o.Verifier == nil {
+		t.Fatalf("follower admin options %+v, want membership, locks and a verifier", o)
+	}
 
 	cl := newClient(t, follower.clients)
 	first, err := cl.Acquire(ctx, "held", 0, client.AcquireOptions{Lease: time.Hour})

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/cluster/member"
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/cluster/server"
@@ -71,6 +72,6 @@ func memberConfig(c *cli.Context, log hclog.Logger, cred credentials, tlsCfg ser
 	cfg.Listen, cfg.Join, cfg.JoinTLS = c.String("raft-addr"), c.String("join"), tlsCfg.admin
 	cfg.HTTP, cfg.HTTPTLS = c.String("http"), tlsCfg.http
 	cfg.AcceptLegacyPeers, cfg.Insecure = c.Bool("accept-legacy-peers"), c.Bool("insecure")
-	cfg.AdminAuthenticated = len(cred.admin) > 0 || tlsCfg.adminCAs != nil
+	cfg.Admin = admin.Credentials{AdminSecrets: cred.admin, PeerSecrets: cred.peer, AdminCAs: tlsCfg.adminCAs, PeerCAs: tlsCfg.peerCAs}
 	return cfg, nil
 }

@@ -89,7 +89,6 @@ func runServer(c *cli.Context) error {
 	if err := server.CheckListen(listen, len(secrets) > 0, c.Bool("insecure")); err != nil {
 		return err
 	}
-	adminAuth := len(cred.admin) > 0 || tlsCfg.adminCAs != nil
 	fds, err := fitDescriptors(c, log, mode == "cluster")
 	if err != nil {
 		return err
@@ -169,23 +168,13 @@ func runServer(c *cli.Context) error {
 	}
 	// /v1/status names this node and its run (boot): a signed admin call is good for them
 	// only. It reveals no key names and no lock contents (docs/SECURITY.md).
-	opts := admin.Options{Pprof: c.Bool("pprof"), Status: func() any { return map[string]any{"mode": mode, "boot": boot, "node": node.Stats()} }}
-	opts.Verifier = admin.NewVerifier(admin.Target{Boot: boot}, admin.Credentials{AdminSecrets: cred.admin, AdminCAs: tlsCfg.adminCAs}, nil)
-	opts.Locks = admin.LocalLocks{Node: node}
-	if mem == nil && !adminAuth && server.CheckListen(c.String("http"), false, c.Bool("insecure")) != nil {
-		// Lock inspection shows key names and breaks locks: not on an open non-loopback port.
-		opts.Locks = nil
-		log.Warn("lock inspection and forced release (/v1/locks) are off: --http is not on loopback and no admin credential is set; pass --admin-secret-file FILE (or --insecure)", "http", c.String("http"))
-	}
+	var opts admin.Options
 	if mem != nil {
-		opts.Locks = mem.Locks()
-		opts.Status = func() any {
-			return map[string]any{"mode": mode, "id": mem.ID(), "boot": boot, "node": node.Stats(), "raft": mem.Raft().Status()}
-		}
-		opts.Cluster = mem.Admin()
-		opts.Verifier = admin.NewVerifier(admin.Target{Node: mem.ID(), Boot: boot}, admin.Credentials{
-			AdminSecrets: cred.admin, PeerSecrets: cred.peer, AdminCAs: tlsCfg.adminCAs, PeerCAs: tlsCfg.peerCAs}, nil)
+		opts = mem.AdminOptions(boot)
+	} else {
+		opts = admin.LocalOptions(node, boot, admin.Credentials{AdminSecrets: cred.admin, AdminCAs: tlsCfg.adminCAs}, c.String("http"), c.Bool("insecure"), log)
 	}
+	opts.Pprof = c.Bool("pprof")
 	httpCfg := admin.DefaultHTTPConfig() // timeouts, header size and a connection cap (issue 11)
 	httpCfg.Logger = log.Named("http")
 	httpCfg.MaxConns = fds.HTTP // within the open-files limit, beside the client connections
