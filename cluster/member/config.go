@@ -105,20 +105,15 @@ func (c Config) Validate() error {
 	if err := c.checkPrincipals(); err != nil {
 		return err
 	}
-	if err := server.CheckListen(c.Listen, c.Peer.Authenticated(), c.Insecure); errors.Is(err, server.ErrInsecureListen) {
-		return fmt.Errorf("--raft-addr %s: refusing a non-loopback peer port that nothing authenticates: anyone who can reach it "+
-			"could speak Raft to this node; pass --peer-secret-file FILE or mutual TLS between peers (--tls-cert, --tls-key, --tls-ca), "+
-			"or --insecure if the network is trusted", c.Listen)
-	} else if err != nil {
-		return fmt.Errorf("--raft-addr: %w", err)
+	if err := c.checkOpen("--raft-addr", c.Listen, c.Peer.Authenticated(), "a non-loopback peer port",
+		"could speak Raft to this node; pass --peer-secret-file FILE or mutual TLS between peers (--tls-cert, --tls-key, --tls-ca)"); err != nil {
+		return err
 	}
 	// HTTP changes the membership and restores backups in cluster mode.
-	if err := server.CheckListen(c.HTTP, c.Admin.Operator(), c.Insecure); errors.Is(err, server.ErrInsecureListen) {
-		return fmt.Errorf("--http %s: refusing a non-loopback admin address that nothing authenticates: anyone who can reach it could "+
-			"change the membership or replace every lock with a backup; pass --admin-secret-file FILE (or --admin-tls-ca FILE with "+
-			"--http-tls, so that admin calls need a client certificate), or --insecure if the network is trusted", c.HTTP)
-	} else if err != nil {
-		return fmt.Errorf("--http: %w", err)
+	if err := c.checkOpen("--http", c.HTTP, c.Admin.Operator(), "a non-loopback admin address",
+		"could change the membership or replace every lock with a backup; pass --admin-secret-file FILE (or --admin-tls-ca FILE with "+
+			"--http-tls, so that admin calls need a client certificate)"); err != nil {
+		return err
 	}
 	if c.Join != "" && len(c.Peer.Secrets) == 0 && c.Peer.TLS != nil && !strings.HasPrefix(c.Join, "https://") {
 		return fmt.Errorf("--join %s: a node proves its own join with its first --peer-secret-file line, or with its certificate "+
@@ -126,6 +121,21 @@ func (c Config) Validate() error {
 	}
 	if self >= 0 && r.Advertise != "" && r.Advertise != r.InitialCluster[self].Addr {
 		return fmt.Errorf("--initial-cluster gives %q the address %q but --advertise is %q: use the same address in both", r.ID, r.InitialCluster[self].Addr, r.Advertise)
+	}
+	return nil
+}
+
+// checkOpen applies the loopback rule (server.CheckListen) to the address of flag: one that
+// others can reach and that nothing authenticates is refused, naming what, what anyone who
+// reaches it could do and the fix, unless Insecure.
+func (c Config) checkOpen(flag, addr string, authenticated bool, what, could string) error {
+	err := server.CheckListen(addr, authenticated, c.Insecure)
+	if errors.Is(err, server.ErrInsecureListen) {
+		return fmt.Errorf("%s %s: refusing %s that nothing authenticates: anyone who can reach it %s, or --insecure if the network is trusted",
+			flag, addr, what, could)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
 	}
 	return nil
 }
