@@ -254,9 +254,11 @@ func (n *Node) propose() {
 			if testHookBeforeApply != nil {
 				testHookBeforeApply()
 			}
-			start := time.Now()
+			start := time.Now() // the commit latency counts the enqueue too
 			f := n.raft.Apply(data, n.cfg.ApplyTimeout)
-			e.deadline = start.Add(n.cfg.ApplyTimeout)
+			// The commit wait is a budget of its own, after the enqueue (which may itself take
+			// up to ApplyTimeout and then fail with ErrEnqueueTimeout: not applied).
+			e.deadline = time.Now().Add(n.cfg.ApplyTimeout)
 			e.done = make(chan struct{})
 			go e.wait(f, start, n.cfg.CommitLatency)
 			n.entries.Add(1)
@@ -379,6 +381,11 @@ func (n *Node) await(e *entry) error {
 		case <-e.done:
 			return classify(e.err, e.index)
 		case <-timer.C:
+			select {
+			case <-e.done: // answered as the deadline passed: the answer is definite
+				return classify(e.err, e.index)
+			default:
+			}
 			return maybeApplied(fmt.Errorf("%w (%v)", ErrTimeout, n.cfg.ApplyTimeout))
 		case <-grace:
 			return maybeApplied(fmt.Errorf("raft shut down without answering: %w", raft.ErrRaftShutdown))
