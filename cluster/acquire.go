@@ -45,9 +45,10 @@ func (n *Node) Acquire(c *Session, owner uint64, key []byte, wait uint8, lease u
 	op := acqOp{c: c, owner: owner, wait: wait, lease: lease, readAt: n.mono(readAt), epoch: n.epoch}
 	if h, ok := n.view.held.Get(key); ok && h.Deadline <= now && !h.Parked() {
 		// Lazily: the lease is over even if the sweep or the expiry timer has not run yet.
-		if ks := n.view.keys[h.Key]; ks == nil || ks.q == nil {
-			// Nobody waits: this acquire goes right behind the expiry, in its entry, so it is
-			// granted (the lock was free when it arrived), wait 0 or not.
+		if ks := n.view.keys[h.Key]; ks == nil || ks.q == nil || ks.q.empty() {
+			// Nobody waits (waiters that timed out may still sit in the queue): this acquire
+			// goes right behind the expiry, in its entry, so it is granted (the lock was free
+			// when it arrived), wait 0 or not.
 			n.ap.begin()
 			n.proposeExpire(h, now, false)
 			n.proposeAcquire(key, op)

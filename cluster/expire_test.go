@@ -257,3 +257,40 @@ func TestAcquireBehindALazyExpiryIsGranted(t *testing.T) {
 		t.Fatalf("%d confirmations: a grant needs none", n)
 	}
 }
+
+// The same when the key's queue holds only waiters that have timed out: nobody waits, so
+// the acquire goes behind the expiry and is granted, not answered T from the view.
+func TestAcquireBehindALazyExpiryPastTimedOutWaitersIsGranted(t *testing.T) {
+	h, log := leadingOnLane(t, 1, 2)
+	a, ra := h.conn()
+	h.acquire(a, 1, "k0", 0, 2)
+	h.acquire(a, 2, "k1", 0, 2)
+	log.commit()
+	ra.take()
+	w, rw := h.conn()
+	h.acquire(w, 10, "k0", 1, 30)
+	h.acquire(w, 11, "k1", 1, 30)
+	h.clock.Advance(time.Second) // both waits over: T, once leadership is confirmed
+	log.confirmAll(nil)
+	for _, r := range rw.take() {
+		if r.Op != wire.OpTimeout {
+			t.Fatalf("waiter answered %+v at its deadline, want T", r)
+		}
+	}
+	h.clock.Advance(time.Second) // both leases over; the lane takes one of them
+	late := "k0"
+	if e, _ := h.n.view.held.Lookup(late); e.Parked() {
+		late = "k1"
+	}
+	if e, _ := h.n.view.held.Lookup(late); e.Parked() {
+		t.Fatal("the lane of one expiry took both")
+	}
+	b, rb := h.conn()
+	h.acquire(b, 3, late, 0, 30)
+	log.confirmAll(nil) // a T from the view would be sent now
+	cmds := log.commit()
+	if len(cmds) != 3 || cmds[1].Kind != fsm.CmdExpire || cmds[2].Kind != fsm.CmdAcquire || string(cmds[2].Key) != late {
+		t.Fatalf("entries %s: want the lane's expiry, then %s's expiry with the acquire behind it", kinds(cmds), late)
+	}
+	want(t, rb.one(t), wire.OpAcquire, 3)
+}
