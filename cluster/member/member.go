@@ -250,11 +250,19 @@ func (m *Member) AdminOptions(boot string) admin.Options {
 	}
 }
 
-// Stop ends the member in order: the client sessions drain (bounded by ctx), the node
-// closes, the join loop and forwarding stop, raft shuts down (transferring leadership if
-// this member leads) and the peer port closes. It returns the sessions' shutdown error;
+// Stop ends the member in order: the server drains (no new clients; waiters and new
+// acquires are answered E unavailable; every connection is still read), leadership passes to
+// another voter if this member leads, the sessions close (bounded by ctx), the node closes,
+// the join loop and forwarding stop, raft shuts down and the peer port closes. It returns the sessions' shutdown error;
 // a raft shutdown error is logged.
 func (m *Member) Stop(ctx context.Context) error {
+	// Drain first and hand leadership on while every connection is still read: waiters
+	// and new acquires are answered E unavailable, and followers' links move to the next
+	// leader, before the sessions close. Nothing sent meanwhile is lost with a connection.
+	m.srv.Drain()
+	if err := m.raft.StepDown(ctx); err != nil {
+		m.log.Warn("leadership transfer before stopping failed; the cluster elects a leader after its timeout", "error", err)
+	}
 	serr := m.srv.Shutdown(ctx)
 	m.node.Close()
 	if m.stopJoin != nil {

@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -177,6 +178,17 @@ func (n *Node) retry(stop <-chan struct{}, op func() error) error {
 // waits (bounded by ApplyTimeout and stop) until it has, or has failed.
 func (n *Node) transferLeadership(stop <-chan struct{}) error {
 	return n.wait(n.raft.LeadershipTransfer(), stop, n.cfg.ApplyTimeout)
+}
+
+// StepDown hands leadership to another voter when this node leads and has one, bounded by
+// ctx and ApplyTimeout: before a planned stop, so that the cluster has a leader at once, not
+// after an election timeout, while this node still answers what it is sent. A node that does
+// not lead does nothing. Shutdown also steps down, if this node still leads then.
+func (n *Node) StepDown(ctx context.Context) error {
+	if n.raft.State() != raft.Leader || n.otherVoters() == 0 {
+		return nil
+	}
+	return n.transferLeadership(ctx.Done())
 }
 
 // otherVoters counts the voters of the latest configuration other than this node.

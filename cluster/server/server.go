@@ -25,7 +25,8 @@ type Server struct {
 	mu       sync.Mutex
 	ln       net.Listener
 	sessions map[*session]struct{}
-	closing  atomic.Bool
+	closing  atomic.Bool // Drain: no new clients; sessions still read
+	stopping atomic.Bool // Shutdown: sessions stop reading
 	wg       sync.WaitGroup
 	active   atomic.Int64 // client sessions, handshaking ones included
 	hs       handshakes   // client sessions that have not finished the handshake
@@ -198,7 +199,9 @@ func (s *Server) refuse(nc net.Conn) {
 func (s *Server) start(nc net.Conn, peer bool) bool {
 	ss := newSession(s, nc, peer)
 	s.mu.Lock()
-	if s.closing.Load() {
+	// While the server drains, forwarded connections are still taken (their requests are
+	// answered by the draining node); client connections are not.
+	if s.stopping.Load() || !peer && s.closing.Load() {
 		s.mu.Unlock()
 		nc.Close()
 		return false
@@ -236,10 +239,12 @@ func (s *Server) Addr() net.Addr {
 	return s.ln.Addr()
 }
 
-// Shutdown stops accepting, drains the node (every waiter is answered E unavailable), then
-// lets each session write what it has queued and close. It returns when every session has
-// ended or ctx is done.
-func (s *Server) Shutdown(ctx context.Context) error {
+// Drain begins a shutdown: the listener closes, no client connection is taken any more, and
+// the node drains (every waiter, and every acquire from now on, is answered E unavailable).
+// Sessions, and followers' forwarded connections, go on reading, so what they send meanwhile
+// is answered instead of being lost when the connection closes. A cluster member drains,
+// hands its leadership on, then calls Shutdown. Drain is idempotent.
+func (s *Server) Drain() {
 	s.mu.Lock()
 	s.closing.Store(true)
 	if s.ln != nil {
@@ -247,7 +252,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.node.Drain()
+}
+
+// Shutdown drains (Drain), then stops every session reading and lets it write what it has
+// queued and close. It returns when every session has ended or ctx is done.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.Drain()
 	s.mu.Lock()
+	s.stopping.Store(true)
 	for ss := range s.sessions {
 		ss.stopReading()
 	}
