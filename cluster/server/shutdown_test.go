@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"sync"
 	"testing"
@@ -193,4 +194,39 @@ func TestShutdownWhileClientStreams(t *testing.T) {
 		t.Fatalf("Shutdown with clients streaming: %v after %v", err, time.Since(start))
 	}
 	within(t, "Shutdown with clients streaming", time.Since(start), 0, slack)
+}
+
+// Drain answers waiters E unavailable but keeps reading every session: a new acquire is
+// answered E unavailable (definite), a release still works, a forwarded connection is still
+// taken, and no new client connection is. Shutdown then closes the sessions.
+func TestDrainKeepsAnswering(t *testing.T) {
+	ts := startServer(t)
+	holder, w := ts.dial(t), ts.dial(t)
+	tok := holder.Do(t, wiretest.Acquire(1, 0, 60, "k")).Token
+	w.Send(t, wiretest.Acquire(2, 60, 60, "k"))
+	ts.waitWaiters(t, 1)
+
+	ts.srv.Drain()
+	w.ExpectError(t, 2, wire.ReasonUnavailable)
+	w.Send(t, wiretest.Acquire(3, 0, 60, "j"))
+	w.ExpectError(t, 3, wire.ReasonUnavailable)
+	holder.Send(t, wiretest.Release(4, tok, "k"))
+	holder.ExpectOp(t, wire.OpRelease, 4)
+	if c, err := wiretest.DialErr(ts.addr); err == nil {
+		c.Close()
+		t.Fatalf("a client connection was taken while draining")
+	}
+	a, b := net.Pipe()
+	if err := ts.srv.ServePeer(a); err != nil {
+		t.Fatalf("ServePeer while draining: %v", err)
+	}
+	b.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := ts.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown after Drain: %v", err)
+	}
+	holder.ExpectClosed(t)
+	w.ExpectClosed(t)
 }
