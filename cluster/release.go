@@ -123,17 +123,6 @@ func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64
 // release latency from at (node clock), and is audited (released is the key, "" when not
 // auditing or not a release).
 func (n *Node) fromView(c *Session, resp wire.Response, sent prometheus.Counter, released string, token uint64, at int64) {
-	if _, local := n.ap.(*localApplier); local {
-		sent.Inc()
-		if resp.Op == wire.OpNotHeld {
-			n.m.released(0)
-		}
-		if released != "" {
-			n.audit.release("release", []byte(released), fsm.Token(token), "not_held", c.origin())
-		}
-		c.out.Reply(resp)
-		return
-	}
 	n.confirmed(func(err error, now int64) {
 		if err != nil {
 			n.log.Debug("answer from the view not confirmed: unavailable instead", "op", resp.Op.String(), "error", err)
