@@ -118,24 +118,28 @@ func TestExitCodes(t *testing.T) {
 		{"server bad value", nil, []string{"server", "--max-conns", "many"}, exitUsage},
 		{"version extra argument", nil, []string{"version", "x"}, exitUsage},
 	}
-	for _, r := range rows {
-		t.Run(r.name, func(t *testing.T) {
-			t.Parallel()
-			code, out := run(t, r.env, r.args...)
-			if code != r.want {
-				t.Fatalf("latch %s: exit %d, want %d:\n%s", strings.Join(r.args, " "), code, r.want, out)
-			}
-			if bare := strings.HasSuffix(r.name, " bare") || r.args == nil; bare && !strings.Contains(out, "COMMANDS:") {
-				t.Fatalf("latch %s: exit 64 without the help:\n%s", strings.Join(r.args, " "), out)
-			}
-			if r.want == exitUsage && !strings.HasSuffix(r.name, " bare") {
-				// One line, naming --help; never the whole help text.
-				if strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "--help") {
-					t.Fatalf("latch %s: usage error is not one line pointing to --help:\n%s", strings.Join(r.args, " "), out)
+	// The rows run in parallel inside one group, which ends only when they all have: the
+	// check after it sees what they left behind.
+	t.Run("rows", func(t *testing.T) {
+		for _, r := range rows {
+			t.Run(r.name, func(t *testing.T) {
+				t.Parallel()
+				code, out := run(t, r.env, r.args...)
+				if code != r.want {
+					t.Fatalf("latch %s: exit %d, want %d:\n%s", strings.Join(r.args, " "), code, r.want, out)
 				}
-			}
-		})
-	}
+				if bare := strings.HasSuffix(r.name, " bare") || r.args == nil; bare && !strings.Contains(out, "COMMANDS:") {
+					t.Fatalf("latch %s: exit 64 without the help:\n%s", strings.Join(r.args, " "), out)
+				}
+				if r.want == exitUsage && !strings.HasSuffix(r.name, " bare") {
+					// One line, naming --help; never the whole help text.
+					if strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "--help") {
+						t.Fatalf("latch %s: usage error is not one line pointing to --help:\n%s", strings.Join(r.args, " "), out)
+					}
+				}
+			})
+		}
+	})
 	// Nothing above took a grant except the first acquire and the two run rows that ran:
 	// the refused runs (not found, not executable, flags after KEY) took none.
 	if code, out := run(t, nil, "acquire", srv, "k"); code != 0 || !strings.HasPrefix(out, "token ") {
