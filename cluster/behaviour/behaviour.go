@@ -96,13 +96,6 @@ func (s *suite) waitWaiters(t *testing.T, n int) {
 // resp is the response op with owner (T, R, N, P).
 func resp(op wire.Op, owner uint64) wire.Response { return wire.Response{Op: op, Owner: owner} }
 
-// grant sends an acquire of k on c that must be granted at once, and returns its token.
-func grant(t *testing.T, c *wiretest.Conn, owner uint64, wait uint8, lease uint16, k string) uint64 {
-	t.Helper()
-	c.Send(t, wiretest.Acquire(owner, wait, lease, k))
-	return c.ExpectGrant(t, owner)
-}
-
 // release releases k, held with tok, on c, which must be answered R.
 func release(t *testing.T, c *wiretest.Conn, owner, tok uint64, k string) {
 	t.Helper()

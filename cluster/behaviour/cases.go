@@ -39,7 +39,7 @@ var cases = []struct {
 func grantRelease(t *testing.T, s *suite) {
 	a, b := s.dial(t), s.dial(t)
 	job := s.key("job")
-	t1 := grant(t, a, 1, 0, 30, job)
+	t1 := a.Grant(t, 1, 0, 30, job)
 	if t1 == 0 || t1 > wire.MaxToken {
 		t.Fatalf("token %d outside 1..%d", t1, wire.MaxToken)
 	}
@@ -49,7 +49,7 @@ func grantRelease(t *testing.T, s *suite) {
 	release(t, b, 3, t1, job)
 	a.Send(t, wiretest.Release(4, t1, job))
 	a.Expect(t, resp(wire.OpNotHeld, 4))
-	t2 := grant(t, b, 5, 0, 30, job)
+	t2 := b.Grant(t, 5, 0, 30, job)
 	if t2 <= t1 {
 		t.Fatalf("token %d after %d: tokens must strictly increase", t2, t1)
 	}
@@ -64,7 +64,7 @@ func wrongToken(t *testing.T, s *suite) {
 	c.Send(t, wiretest.Release(1, 1, s.key("free")), wiretest.Release(2, 0, s.key("free")))
 	c.Expect(t, resp(wire.OpNotHeld, 1))
 	c.Expect(t, resp(wire.OpNotHeld, 2))
-	tok := grant(t, c, 3, 0, 30, k)
+	tok := c.Grant(t, 3, 0, 30, k)
 	for i, wrong := range []uint64{tok + 1, tok - 1, 0, wire.MaxToken} {
 		owner := uint64(10 + i)
 		c.Send(t, wiretest.Release(owner, wrong, k))
@@ -82,7 +82,7 @@ func wrongToken(t *testing.T, s *suite) {
 func ownerIsNotIdentity(t *testing.T, s *suite) {
 	c, other := s.dial(t), s.dial(t)
 	k := s.key("k")
-	tok := grant(t, c, 1, 0, 30, k)
+	tok := c.Grant(t, 1, 0, 30, k)
 	c.Send(t, wiretest.Acquire(1, 0, 30, k))
 	c.Expect(t, resp(wire.OpTimeout, 1))
 	other.Send(t, wiretest.Acquire(1, 0, 30, k))
@@ -155,7 +155,7 @@ func badKey(t *testing.T, s *suite) {
 	}
 	// 128 bytes is the longest key there is.
 	long := s.key(strings.Repeat("k", 128-len(s.key(""))))
-	tok := grant(t, c, 1, 0, 30, long)
+	tok := c.Grant(t, 1, 0, 30, long)
 	release(t, c, 2, tok, long)
 }
 
@@ -163,7 +163,7 @@ func badKey(t *testing.T, s *suite) {
 // (in whatever order they come).
 func pipelinedByOwner(t *testing.T, s *suite) {
 	c, holder := s.dial(t), s.dial(t)
-	grant(t, holder, 1, 0, 60, s.key("held"))
+	holder.Grant(t, 1, 0, 60, s.key("held"))
 	const n = 25
 	want := map[uint64]wire.Op{}
 	var frames [][]byte
@@ -199,7 +199,7 @@ func pipelinedByOwner(t *testing.T, s *suite) {
 func waitersFIFO(t *testing.T, s *suite) {
 	k := s.key("fifo")
 	holder := s.dial(t)
-	tok := grant(t, holder, 1, 0, 60, k)
+	tok := holder.Grant(t, 1, 0, 60, k)
 
 	const n = 6
 	waiters := make([]*wiretest.Conn, n)
@@ -255,7 +255,7 @@ func waitersPerKey(t *testing.T, s *suite) {
 func waiterTimesOut(t *testing.T, s *suite) {
 	k := s.key("k")
 	h, w := s.dial(t), s.dial(t)
-	tok := grant(t, h, 1, 0, 60, k)
+	tok := h.Grant(t, 1, 0, 60, k)
 	start := time.Now()
 	w.Send(t, wiretest.Acquire(2, 1, 60, k))
 	w.Expect(t, resp(wire.OpTimeout, 2))
@@ -270,7 +270,7 @@ func waiterTimesOut(t *testing.T, s *suite) {
 func waitCountsFromRead(t *testing.T, s *suite) {
 	k := s.key("k")
 	h, first, second := s.dial(t), s.dial(t), s.dial(t)
-	tok := grant(t, h, 1, 0, 60, k)
+	tok := h.Grant(t, 1, 0, 60, k)
 	start := time.Now()
 	first.Send(t, wiretest.Acquire(2, 5, 60, k))
 	s.waitWaiters(t, 1)
@@ -289,7 +289,7 @@ func waitCountsFromRead(t *testing.T, s *suite) {
 func timedOutWaiterIsSkipped(t *testing.T, s *suite) {
 	k := s.key("k")
 	h, w1, w2 := s.dial(t), s.dial(t), s.dial(t)
-	tok := grant(t, h, 1, 0, 60, k)
+	tok := h.Grant(t, 1, 0, 60, k)
 	w1.Send(t, wiretest.Acquire(2, 2, 60, k)) // long enough to see both waiters queued
 	s.waitWaiters(t, 1)
 	w2.Send(t, wiretest.Acquire(3, 60, 60, k))

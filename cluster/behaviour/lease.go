@@ -15,7 +15,7 @@ func leaseExpires(t *testing.T, s *suite) {
 	short := s.key("short")
 	c := s.dial(t)
 	sent := time.Now() // the lease runs from the grant, which is later
-	old := grant(t, c, 1, 0, 1, short)
+	old := c.Grant(t, 1, 0, 1, short)
 	c.Send(t, wiretest.Acquire(2, 0, 1, short))
 	if r := c.Next(t); r.Op == wire.OpAcquire {
 		if d := time.Since(sent); d < time.Second {
@@ -24,7 +24,7 @@ func leaseExpires(t *testing.T, s *suite) {
 	} else if r != resp(wire.OpTimeout, 2) {
 		t.Fatalf("got %s, want T", wiretest.Describe(r))
 	}
-	tok := grant(t, c, 3, 30, 30, short)
+	tok := c.Grant(t, 3, 30, 30, short)
 	if d := time.Since(sent); d < time.Second {
 		t.Fatalf("key granted again %v after a 1 s lease", d)
 	}
@@ -41,7 +41,7 @@ func leaseExpires(t *testing.T, s *suite) {
 func leaseRunsFromGrant(t *testing.T, s *suite) {
 	k := s.key("k")
 	h, w, probe := s.dial(t), s.dial(t), s.dial(t)
-	tok := grant(t, h, 1, 0, 60, k)
+	tok := h.Grant(t, 1, 0, 60, k)
 	w.Send(t, wiretest.Acquire(2, 30, 2, k)) // lease 2 s
 	s.waitWaiters(t, 1)
 	time.Sleep(1500 * time.Millisecond)
@@ -68,7 +68,7 @@ func expiredLeaseSeenByRelease(t *testing.T, s *suite) {
 	k := s.key("k")
 	h, w := s.dial(t), s.dial(t)
 	sent := time.Now()
-	tok := grant(t, h, 1, 0, 1, k)
+	tok := h.Grant(t, 1, 0, 1, k)
 	answered := time.Now()
 	w.Send(t, wiretest.Acquire(2, 30, 30, k))
 	s.waitWaiters(t, 1)

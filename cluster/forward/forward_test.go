@@ -33,10 +33,10 @@ func TestThroughFollower(t *testing.T) {
 	c.Alive(t, 6)
 
 	// Tokens strictly increase over grants made through the follower and on the leader.
-	t2 := grant(t, c, 7, "k")
+	t2 := c.Grant(t, 7, 0, 60, "k")
 	lc := p.leader.dial(t)
-	t3 := grant(t, lc, 8, "j")
-	t4 := grant(t, c, 9, "m")
+	t3 := lc.Grant(t, 8, 0, 60, "j")
+	t4 := c.Grant(t, 9, 0, 60, "m")
 	if !(t1.Token < t2 && t2 < t3 && t3 < t4) {
 		t.Fatalf("tokens %d, %d, %d, %d: want strictly increasing", t1.Token, t2, t3, t4)
 	}
@@ -62,7 +62,7 @@ func TestFIFOAcrossFollowerAndLeader(t *testing.T) {
 	holder := p.leader.dial(t)
 	f1, f3 := p.follower.dial(t), p.follower.dial(t)
 	l2 := p.leader.dial(t)
-	tok := grant(t, holder, 1, "k")
+	tok := holder.Grant(t, 1, 0, 60, "k")
 
 	p.leader.queue(t, f1, 10, "k", 1)
 	p.leader.queue(t, l2, 20, "k", 2)
@@ -99,11 +99,11 @@ func TestSameOwnersOnTwoClients(t *testing.T) {
 	p := startPair(t)
 	a, b := p.follower.dial(t), p.follower.dial(t)
 	holder := p.leader.dial(t)
-	htok := grant(t, holder, 1, "w")
+	htok := holder.Grant(t, 1, 0, 60, "w")
 
 	// a's owner 7 waits on w; b's owner 7 is granted x at once; a hears nothing of it.
 	p.leader.queue(t, a, 7, "w", 1)
-	btok := grant(t, b, 7, "x")
+	btok := b.Grant(t, 7, 0, 60, "x")
 	a.ExpectSilent(t, 50*time.Millisecond)
 	holder.Send(t, wiretest.Release(2, htok, "w"))
 	atok := a.ExpectGrant(t, 7)
@@ -231,7 +231,7 @@ func pipeline(c *wiretest.Conn, ci, keys int) error {
 func TestLeaderUnavailableRelayed(t *testing.T) {
 	p := startPair(t)
 	holder := p.follower.dial(t)
-	tok := grant(t, holder, 1, "k")
+	tok := holder.Grant(t, 1, 0, 60, "k")
 	w := p.follower.dial(t)
 	p.leader.queue(t, w, 5, "k", 1)
 
@@ -250,7 +250,7 @@ func TestLeaderUnavailableRelayed(t *testing.T) {
 func TestClientGoneLeavesNoLinkState(t *testing.T) {
 	p := startPair(t)
 	holder := p.leader.dial(t)
-	tok := grant(t, holder, 1, "k")
+	tok := holder.Grant(t, 1, 0, 60, "k")
 	c := p.follower.dial(t)
 	p.leader.queue(t, c, 2, "k", 1)
 	if st := p.link.Stats(); st.InFlight != 1 {
@@ -269,7 +269,7 @@ func TestClientGoneLeavesNoLinkState(t *testing.T) {
 	idle(t, p.link)
 	// The link and its connection are still good for other clients.
 	c2 := p.follower.dial(t)
-	grant(t, c2, 4, "j")
+	c2.Grant(t, 4, 0, 60, "j")
 	if st := p.link.Stats(); st.Conns != 1 {
 		t.Fatalf("link stats %+v, want one connection", st)
 	}
@@ -286,7 +286,7 @@ func TestLeaderChange(t *testing.T) {
 	f := startFollower(t, link)
 
 	holder := old.dial(t)
-	otok := grant(t, holder, 1, "k")
+	otok := holder.Grant(t, 1, 0, 60, "k")
 	c := f.dial(t)
 	old.queue(t, c, 2, "k", 1)
 
@@ -315,7 +315,7 @@ func TestLeaderChange(t *testing.T) {
 func TestGrantToADepartedClientIsGivenBack(t *testing.T) {
 	p := startPair(t)
 	holder := p.leader.dial(t)
-	tok := grant(t, holder, 1, "k")
+	tok := holder.Grant(t, 1, 0, 60, "k")
 
 	leaver := p.follower.dial(t)
 	p.leader.queue(t, leaver, 7, "k", 1)

@@ -164,14 +164,6 @@ func (m *member) dial(t *testing.T) *wiretest.Conn {
 	return c
 }
 
-// grant sends c an acquire of key (wait 0, lease 60 s) that must be granted at once, and
-// returns its token.
-func grant(t *testing.T, c *wiretest.Conn, owner uint64, key string) uint64 {
-	t.Helper()
-	c.Send(t, wiretest.Acquire(owner, 0, 60, key))
-	return c.ExpectGrant(t, owner)
-}
-
 // queue sends c an acquire of key that waits (up to 30 s, lease 60 s) and waits until m
 // counts waiters waiters.
 func (m *member) queue(t *testing.T, c *wiretest.Conn, owner uint64, key string, waiters int) {

@@ -40,7 +40,7 @@ func TestUnavailableWithoutLink(t *testing.T) {
 
 	// A new leader is tried at once.
 	link.SetLeader(ld.peer)
-	grant(t, c, 11, "k")
+	c.Grant(t, 11, 0, 60, "k")
 	f.untouched(t)
 }
 
@@ -184,7 +184,7 @@ func TestWaitCountsFromFollowerRead(t *testing.T) {
 	t.Parallel()
 	ld := startLeader(t)
 	holder := ld.dial(t)
-	grant(t, holder, 1, "k")
+	holder.Grant(t, 1, 0, 60, "k")
 
 	// A tap in front of the leader records the wait each acquire is written with.
 	waits := make(chan uint8, 4)

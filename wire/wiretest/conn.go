@@ -294,6 +294,14 @@ func (c *Conn) ExpectGrant(t testing.TB, owner uint64) uint64 {
 	return r.Token
 }
 
+// Grant sends an acquire of key (wait seconds, lease seconds) that must be granted, and
+// returns its token.
+func (c *Conn) Grant(t testing.TB, owner uint64, wait uint8, lease uint16, key string) uint64 {
+	t.Helper()
+	c.Send(t, Acquire(owner, wait, lease, key))
+	return c.ExpectGrant(t, owner)
+}
+
 // ExpectError reads the next response and fails unless it is E with owner and reason.
 func (c *Conn) ExpectError(t testing.TB, owner uint64, reason wire.Reason) {
 	t.Helper()
