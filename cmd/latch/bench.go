@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -50,19 +51,16 @@ func benchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	tc, err := clientTLS(c)
+	ccfg, err := clientConfig(c)
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("latch bench: %v", err), exitUsage)
+		return err
 	}
-	secret, err := clientSecret(c)
-	if err != nil {
-		return cli.Exit(fmt.Sprintf("latch bench: %v", err), exitUsage)
-	}
+	ccfg.Conns = 1 // one connection per worker
 	cls := make([]*client.Client, clients)
 	for i := range cls {
-		cl, err := client.New(client.Config{Servers: c.StringSlice("servers"), Secret: secret, Conns: 1, TLS: tc})
+		cl, err := client.New(ccfg)
 		if err != nil {
-			return cli.Exit(fmt.Sprintf("latch bench: %v", err), exitUsage)
+			return usageErr("bench", "%s", strings.TrimPrefix(err.Error(), "latch: "))
 		}
 		defer cl.Close()
 		cls[i] = cl

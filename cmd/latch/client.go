@@ -69,23 +69,29 @@ func acquireFlags(defaultBudget time.Duration) []cli.Flag {
 
 // newClient builds a client from the connection flags.
 func newClient(c *cli.Context) (*client.Client, error) {
-	tc, err := clientTLS(c)
+	cfg, err := clientConfig(c)
 	if err != nil {
-		return nil, usageErr(c.Command.Name, "%v", err)
+		return nil, err
 	}
-	secret, err := clientSecret(c)
-	if err != nil {
-		return nil, usageErr(c.Command.Name, "%v", err)
-	}
-	cl, err := client.New(client.Config{
-		Servers: c.StringSlice("servers"),
-		Secret:  secret,
-		TLS:     tc,
-	})
+	cl, err := client.New(cfg)
 	if err != nil {
 		return nil, usageErr(c.Command.Name, "%s", strings.TrimPrefix(err.Error(), "latch: "))
 	}
 	return cl, nil
+}
+
+// clientConfig is the client.Config of --servers, --secret-file and the TLS flags; a file
+// that cannot be used is a usage error of the verb.
+func clientConfig(c *cli.Context) (client.Config, error) {
+	tc, err := clientTLS(c)
+	if err != nil {
+		return client.Config{}, usageErr(c.Command.Name, "%v", err)
+	}
+	secret, err := clientSecret(c)
+	if err != nil {
+		return client.Config{}, usageErr(c.Command.Name, "%v", err)
+	}
+	return client.Config{Servers: c.StringSlice("servers"), Secret: secret, TLS: tc}, nil
 }
 
 // clientSecret is the first secret of --secret-file (nil without it), read by readKeyFile:
