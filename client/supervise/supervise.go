@@ -1,6 +1,7 @@
 package supervise
 
 import (
+	"fmt"
 	"os"
 	"syscall"
 	"time"
@@ -23,6 +24,25 @@ type Plan struct {
 	TermAt, KillAt time.Time        // SIGTERM, then SIGKILL, to the group (zero: never)
 	Signals        <-chan os.Signal // signals latch itself received
 	Notice         func(Event)      // optional
+}
+
+// KillMargin is how long before a lease's deadline LeasePlan kills the group, so that the
+// command is gone before the lease is (the kill and the exit take a moment).
+const KillMargin = 250 * time.Millisecond
+
+// LeasePlan stops the group around a lease that ends at deadline: SIGTERM grace before it,
+// SIGKILL KillMargin before it. Signals and Notice are left for the caller.
+func LeasePlan(deadline time.Time, grace time.Duration) Plan {
+	return Plan{TermAt: deadline.Add(-grace), KillAt: deadline.Add(-KillMargin)}
+}
+
+// CheckGrace reports why grace cannot stop a command within a lease of lease: the SIGTERM
+// must come before the SIGKILL at KillMargin before the lease's end.
+func CheckGrace(grace, lease time.Duration) error {
+	if grace < 0 || grace+KillMargin >= lease {
+		return fmt.Errorf("the grace %s must be shorter than the lease %s minus %s", grace, lease, KillMargin)
+	}
+	return nil
 }
 
 // Outcome is how the command ended.

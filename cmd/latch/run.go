@@ -17,10 +17,6 @@ import (
 	"github.com/latchd/latch/client/supervise"
 )
 
-// killMargin is how long before the ticket's lease deadline the command is sent SIGKILL, so
-// that it is dead before the lease ends, not merely signalled.
-const killMargin = 250 * time.Millisecond
-
 // releaseTimeout bounds the release after the command exits (docs/protocol.md section 10).
 const releaseTimeout = 5 * time.Second
 
@@ -67,8 +63,8 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	grace, lease := c.Duration("kill-grace"), c.Duration("lease")
-	if grace < 0 || grace+killMargin >= lease {
-		return usageErr("run", "--kill-grace %s must be shorter than --lease %s minus %s", grace, lease, killMargin)
+	if supervise.CheckGrace(grace, lease) != nil {
+		return usageErr("run", "--kill-grace %s must be shorter than --lease %s minus %s", grace, lease, supervise.KillMargin)
 	}
 	o, budget, err := acquireInputs(c, grace+time.Second, "--budget (default: --kill-grace plus 1s)")
 	if err != nil {
@@ -108,19 +104,19 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return startFailed(c, t, argv[0], err)
 	}
-	out := g.Supervise(supervise.Plan{
-		TermAt: t.Deadline.Add(-grace), KillAt: t.Deadline.Add(-killMargin), Signals: sigs,
-		Notice: func(e supervise.Event) {
-			switch e {
-			case supervise.EventTerm:
-				stderrf(c, "latch run: lease of %s ends at %s; sending SIGTERM", key, t.Deadline.UTC().Format(time.RFC3339Nano))
-			case supervise.EventKill:
-				stderrf(c, "latch run: lease of %s is ending; sending SIGKILL", key)
-			case supervise.EventEscalate:
-				stderrf(c, "latch run: a second signal; sending SIGKILL to the command's process group")
-			}
-		},
-	})
+	plan := supervise.LeasePlan(t.Deadline, grace)
+	plan.Signals = sigs
+	plan.Notice = func(e supervise.Event) {
+		switch e {
+		case supervise.EventTerm:
+			stderrf(c, "latch run: lease of %s ends at %s; sending SIGTERM", key, t.Deadline.UTC().Format(time.RFC3339Nano))
+		case supervise.EventKill:
+			stderrf(c, "latch run: lease of %s is ending; sending SIGKILL", key)
+		case supervise.EventEscalate:
+			stderrf(c, "latch run: a second signal; sending SIGKILL to the command's process group")
+		}
+	}
+	out := g.Supervise(plan)
 	releaseAfter(c, t)
 
 	if out.LeaseEnded {
