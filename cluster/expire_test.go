@@ -230,67 +230,59 @@ func TestExpiryLaneSmallBound(t *testing.T) {
 
 // An acquire of a key whose lease is over, while the lane has not reached that key yet (it is
 // full), goes into one group right behind the key's expiry and is granted, wait 0 or not:
-// the lock was free when it arrived, so neither T nor a wait is the right answer.
+// the lock was free when it arrived, so neither T nor a wait is the right answer. The same
+// when the key's queue holds only waiters that have timed out: nobody waits.
 func TestAcquireBehindALazyExpiryIsGranted(t *testing.T) {
-	h, log := leadingOnLane(t, 1, 2)
-	a, ra := h.conn()
-	h.acquire(a, 1, "k0", 0, 2)
-	h.acquire(a, 2, "k1", 0, 2)
-	log.commit()
-	ra.take()
-	h.clock.Advance(2 * time.Second) // both over; the lane takes one of them
-	late := "k0"
-	if e, _ := h.n.view.held.Lookup(late); e.Parked() {
-		late = "k1"
-	}
-	if e, _ := h.n.view.held.Lookup(late); e.Parked() {
-		t.Fatal("the lane of one expiry took both")
-	}
-	b, rb := h.conn()
-	h.acquire(b, 3, late, 0, 30)
-	cmds := log.commit()
-	if len(cmds) != 3 || cmds[1].Kind != fsm.CmdExpire || cmds[2].Kind != fsm.CmdAcquire || string(cmds[2].Key) != late || log.bigGroup != 2 {
-		t.Fatalf("entries %s (largest group %d): want the lane's expiry, then %s's expiry with the acquire behind it in one group", kinds(cmds), log.bigGroup, late)
-	}
-	want(t, rb.one(t), wire.OpAcquire, 3)
-	if n := log.confirmAll(nil); n != 0 {
-		t.Fatalf("%d confirmations: a grant needs none", n)
+	for _, timedOut := range []bool{false, true} {
+		t.Run(fmt.Sprintf("timed-out waiters %v", timedOut), func(t *testing.T) {
+			h, log := leadingOnLane(t, 1, 2)
+			a, ra := h.conn()
+			h.acquire(a, 1, "k0", 0, 2)
+			h.acquire(a, 2, "k1", 0, 2)
+			log.commit()
+			ra.take()
+			if timedOut {
+				w, rw := h.conn()
+				h.acquire(w, 10, "k0", 1, 30)
+				h.acquire(w, 11, "k1", 1, 30)
+				h.clock.Advance(time.Second) // both waits over: T, once leadership is confirmed
+				log.confirmAll(nil)
+				for _, r := range rw.take() {
+					if r.Op != wire.OpTimeout {
+						t.Fatalf("waiter answered %+v at its deadline, want T", r)
+					}
+				}
+				h.clock.Advance(time.Second)
+			} else {
+				h.clock.Advance(2 * time.Second)
+			}
+			late := notInLane(t, h, "k0", "k1") // both leases over; the lane took one
+			b, rb := h.conn()
+			h.acquire(b, 3, late, 0, 30)
+			if n := log.confirmAll(nil); n != 0 { // a T from the view would be sent now
+				t.Fatalf("%d confirmations: a grant needs none", n)
+			}
+			cmds := log.commit()
+			if len(cmds) != 3 || cmds[1].Kind != fsm.CmdExpire || cmds[2].Kind != fsm.CmdAcquire || string(cmds[2].Key) != late || log.bigGroup != 2 {
+				t.Fatalf("entries %s (largest group %d): want the lane's expiry, then %s's expiry with the acquire behind it in one group", kinds(cmds), log.bigGroup, late)
+			}
+			want(t, rb.one(t), wire.OpAcquire, 3)
+			if n := log.confirmAll(nil); n != 0 {
+				t.Fatalf("%d confirmations: a grant needs none", n)
+			}
+		})
 	}
 }
 
-// The same when the key's queue holds only waiters that have timed out: nobody waits, so
-// the acquire goes behind the expiry and is granted, not answered T from the view.
-func TestAcquireBehindALazyExpiryPastTimedOutWaitersIsGranted(t *testing.T) {
-	h, log := leadingOnLane(t, 1, 2)
-	a, ra := h.conn()
-	h.acquire(a, 1, "k0", 0, 2)
-	h.acquire(a, 2, "k1", 0, 2)
-	log.commit()
-	ra.take()
-	w, rw := h.conn()
-	h.acquire(w, 10, "k0", 1, 30)
-	h.acquire(w, 11, "k1", 1, 30)
-	h.clock.Advance(time.Second) // both waits over: T, once leadership is confirmed
-	log.confirmAll(nil)
-	for _, r := range rw.take() {
-		if r.Op != wire.OpTimeout {
-			t.Fatalf("waiter answered %+v at its deadline, want T", r)
-		}
-	}
-	h.clock.Advance(time.Second) // both leases over; the lane takes one of them
-	late := "k0"
+// notInLane returns the one of keys a and b whose expiry the lane (of one) has not taken.
+func notInLane(t *testing.T, h *harness, a, b string) string {
+	t.Helper()
+	late := a
 	if e, _ := h.n.view.held.Lookup(late); e.Parked() {
-		late = "k1"
+		late = b
 	}
 	if e, _ := h.n.view.held.Lookup(late); e.Parked() {
 		t.Fatal("the lane of one expiry took both")
 	}
-	b, rb := h.conn()
-	h.acquire(b, 3, late, 0, 30)
-	log.confirmAll(nil) // a T from the view would be sent now
-	cmds := log.commit()
-	if len(cmds) != 3 || cmds[1].Kind != fsm.CmdExpire || cmds[2].Kind != fsm.CmdAcquire || string(cmds[2].Key) != late {
-		t.Fatalf("entries %s: want the lane's expiry, then %s's expiry with the acquire behind it", kinds(cmds), late)
-	}
-	want(t, rb.one(t), wire.OpAcquire, 3)
+	return late
 }
