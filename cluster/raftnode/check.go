@@ -60,20 +60,40 @@ func pickSnapshot(st *stores) (snapshotPick, error) {
 	return p, nil
 }
 
-// check reads what raft.NewRaft reads at start, the way it reads it: the newest readable
-// snapshot, then every log entry after it up to the last. raft panics on a log entry it
-// cannot read; check turns that into ErrDataDirBroken naming the data directory. A newer
-// snapshot that fails its checksum is logged and passed over, as raft does, provided the
-// log still covers everything after the older one.
-func (st *stores) check(log hclog.Logger) error {
+// errAmnesia is the cause of a refusal to start from state older than the node promised.
+var errAmnesia = errors.New("this node would answer from state older than what it promised its peers")
+
+// startState is what check found: the promise the stores now back, and, when check was
+// lenient, what it would have refused.
+type startState struct {
+	cur    promise
+	damage []string
+}
+
+// check reads what raft.NewRaft reads at start, the way it reads it, and compares it with
+// the promise (promise.go): the newest readable snapshot, then every log entry after it up
+// to the last (raft panics on an entry it cannot read). A newer snapshot that fails its
+// checksum is logged and passed over, as raft does, provided the log still covers
+// everything after the older one. Broken structure is always ErrDataDirBroken; state
+// older than the promise is too, unless lenient (latch recover inspects such a directory),
+// which lists it in damage instead.
+func (st *stores) check(log hclog.Logger, lenient bool) (startState, error) {
+	var out startState
 	dir := st.dir
+	amnesia := func(what string) error {
+		if lenient {
+			out.damage = append(out.damage, what)
+			return nil
+		}
+		return broken(dir, what, errAmnesia)
+	}
 	p, err := pickSnapshot(st)
 	if err != nil {
-		return err
+		return out, err
 	}
-	var snapIndex uint64
+	var snapIndex, snapTerm uint64
 	if p.meta != nil {
-		snapIndex = p.meta.Index
+		snapIndex, snapTerm = p.meta.Index, p.meta.Term
 		_ = p.rc.Close()
 	}
 	for _, s := range p.skipped {
@@ -83,27 +103,130 @@ func (st *stores) check(log hclog.Logger) error {
 	walDir := filepath.Join(dir, "wal")
 	first, err := st.wal.FirstIndex()
 	if err != nil {
-		return broken(dir, "read the first index of the raft log in "+walDir, err)
+		return out, broken(dir, "read the first index of the raft log in "+walDir, err)
 	}
 	last, err := st.wal.LastIndex()
 	if err != nil {
-		return broken(dir, "read the last index of the raft log in "+walDir, err)
+		return out, broken(dir, "read the last index of the raft log in "+walDir, err)
 	}
-	if last == 0 || last <= snapIndex {
-		return nil // nothing after the snapshot: raft reads no entry
+	if verified := st.scan.last(); verified != last {
+		return out, walBroken(dir, fmt.Sprintf("raft-wal serves the log in %s up to index %d, but only entries up to %d pass their checksums", walDir, last, verified))
 	}
-	if first > snapIndex+1 {
-		what := fmt.Sprintf("the raft log in %s starts at index %d, but the newest readable snapshot ends at %d", walDir, first, snapIndex)
-		if len(p.skipped) > 0 {
-			what += fmt.Sprintf(" (newer snapshots failed their checksum: %v)", p.skipped)
+	if t := st.scan.tail(); t != nil && t.torn != "" {
+		log.Info("the raft log's last write was torn by a crash (never acknowledged); dropping it", "segment", t.file, "where", t.torn)
+	}
+	if last > 0 && snapIndex > 0 {
+		if first > snapIndex+1 {
+			what := fmt.Sprintf("the raft log in %s starts at index %d, but the newest readable snapshot ends at %d", walDir, first, snapIndex)
+			if len(p.skipped) > 0 {
+				what += fmt.Sprintf(" (newer snapshots failed their checksum: %v)", p.skipped)
+			}
+			return out, broken(dir, what, raft.ErrLogNotFound)
 		}
-		return broken(dir, what, raft.ErrLogNotFound)
-	}
-	var e raft.Log
-	for i := snapIndex + 1; i <= last; i++ {
-		if err := st.wal.GetLog(i, &e); err != nil {
-			return broken(dir, fmt.Sprintf("read entry %d of the raft log in %s (entries %d to %d)", i, walDir, first, last), err)
+		if t, ok := st.scan.term(snapIndex); ok && t != snapTerm {
+			return out, walBroken(dir, fmt.Sprintf("the newest snapshot ends at index %d in term %d, but the raft log in %s holds that index in term %d: they are of different histories", snapIndex, snapTerm, walDir, t))
 		}
 	}
-	return nil
+	pr, hasPromise, err := readPromise(dir)
+	if err != nil {
+		if !lenient {
+			return out, broken(dir, err.Error(), errAmnesia)
+		}
+		out.damage = append(out.damage, err.Error())
+	}
+	if last > 0 && last < snapIndex {
+		// raft installs a snapshot, then clears the log (removeOldLogs). Between the two a
+		// crash leaves this; raft-wal would refuse every append after it. Clear it as raft
+		// would have, but only for the snapshot this node promised it installed.
+		if !hasPromise || pr.SnapshotIndex != snapIndex || pr.SnapshotTerm != snapTerm {
+			return out, walBroken(dir, fmt.Sprintf("the newest snapshot (index %d, term %d) is newer than the raft log in %s that claims to continue it (entries %d to %d), and this node never installed it", snapIndex, snapTerm, walDir, first, last))
+		}
+		log.Warn("the raft log ends before the snapshot this node installed (a crash while installing it); clearing the log as raft would have", "snapshot_index", snapIndex, "log_first", first, "log_last", last)
+		if err := st.wal.DeleteRange(first, last); err != nil {
+			return out, broken(dir, "clear the raft log behind the installed snapshot", err)
+		}
+		first, last = 0, 0
+		st.scan.segments = nil
+	}
+	if last > snapIndex {
+		var e raft.Log
+		for i := snapIndex + 1; i <= last; i++ {
+			if err := st.wal.GetLog(i, &e); err != nil {
+				return out, broken(dir, fmt.Sprintf("read entry %d of the raft log in %s (entries %d to %d)", i, walDir, first, last), err)
+			}
+		}
+	}
+
+	cur, err := st.durable(snapIndex, snapTerm, last)
+	if err != nil {
+		return out, err
+	}
+	out.cur = cur
+	hasData := last > 0 || snapIndex > 0
+	if hasData && cur.Term == 0 {
+		if err := amnesia(fmt.Sprintf("%s holds no term beside a raft log or snapshot ending at index %d: the votes it held are lost", filepath.Join(dir, "raft.db"), max(last, snapIndex))); err != nil {
+			return out, err
+		}
+	}
+	if !hasPromise {
+		return out, nil
+	}
+	if cur.Term < pr.Term || cur.VoteTerm < pr.VoteTerm || (cur.VoteTerm == pr.VoteTerm && cur.Vote != pr.Vote) {
+		if err := amnesia(fmt.Sprintf("%s holds term %d and a vote for %q in term %d, but this node promised term %d and a vote for %q in term %d (%s): it could vote twice",
+			filepath.Join(dir, "raft.db"), cur.Term, cur.Vote, cur.VoteTerm, pr.Term, pr.Vote, pr.VoteTerm, promiseFile)); err != nil {
+			return out, err
+		}
+	}
+	end, promised := max(last, snapIndex), max(pr.LastIndex, pr.SnapshotIndex)
+	if t := st.scan.tail(); t != nil && t.missing && promised >= t.info.BaseIndex {
+		if err := amnesia(fmt.Sprintf("log segment %s (from index %d) is missing, but this node acknowledged entries up to %d (%s)", t.file, t.info.BaseIndex, promised, promiseFile)); err != nil {
+			return out, err
+		}
+	} else if end < promised {
+		if err := amnesia(fmt.Sprintf("the raft log in %s ends at index %d, but this node acknowledged entries up to %d (%s): acknowledged entries are lost", walDir, end, promised, promiseFile)); err != nil {
+			return out, err
+		}
+	}
+	if pr.LastTerm != 0 && pr.LastIndex > snapIndex {
+		if t, ok := st.scan.term(pr.LastIndex); ok && t != pr.LastTerm {
+			if err := amnesia(fmt.Sprintf("the raft log in %s holds entry %d in term %d, but this node acknowledged it in term %d (%s)", walDir, pr.LastIndex, t, pr.LastTerm, promiseFile)); err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// durable is what the stores hold now, as a promise.
+func (st *stores) durable(snapIndex, snapTerm, last uint64) (promise, error) {
+	p := promise{SnapshotIndex: snapIndex, SnapshotTerm: snapTerm, LastIndex: snapIndex, LastTerm: snapTerm}
+	var err error
+	if p.Term, err = stableUint64(st.bolt, keyCurrentTerm); err != nil {
+		return p, broken(st.dir, "read the term in raft.db", err)
+	}
+	if p.VoteTerm, err = stableUint64(st.bolt, keyLastVoteTerm); err != nil {
+		return p, broken(st.dir, "read the vote in raft.db", err)
+	}
+	vote, err := st.bolt.Get(keyLastVoteCand)
+	if err != nil && err.Error() != "not found" {
+		return p, broken(st.dir, "read the vote in raft.db", err)
+	}
+	p.Vote = string(vote)
+	if last > 0 {
+		t, ok := st.scan.term(last)
+		if !ok {
+			return p, walBroken(st.dir, fmt.Sprintf("entry %d of the raft log was not verified", last))
+		}
+		p.LastIndex, p.LastTerm = last, t
+	}
+	return p, nil
+}
+
+// stableUint64 reads a raft.db number; a missing key is 0.
+func stableUint64(s raft.StableStore, key []byte) (uint64, error) {
+	v, err := s.GetUint64(key)
+	if err != nil && err.Error() == "not found" { // raft-boltdb's ErrKeyNotFound, as raft tests it
+		return 0, nil
+	}
+	return v, err
 }

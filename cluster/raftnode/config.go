@@ -17,6 +17,9 @@ const (
 	// logCacheSize is the number of recent entries raft.LogCache keeps in front of the bolt
 	// store (replication and follower catch-up read them back).
 	logCacheSize = 512
+	// promiseInterval is how often the promise (promise.go) is written when the log's end
+	// moved: the window of appends that damage could take unnoticed.
+	promiseInterval = time.Second
 	// snapshotsRetained is how many snapshots the file snapshot store keeps.
 	snapshotsRetained = 2
 	// maxAppendEntries caps raft's group commit, the entries per AppendEntries RPC and the

@@ -69,6 +69,11 @@ type Node struct {
 	// Leadership confirmations (confirm.go).
 	conf confirms
 
+	// The promise (promise.go) and its writer goroutine (keepPromise).
+	promise     *keeper
+	promiseStop chan struct{}
+	promiseDone chan struct{}
+
 	closing      atomic.Bool
 	shutdownOnce sync.Once
 	shutdownDone chan struct{}
@@ -109,10 +114,6 @@ func Open(cfg Config) (*Node, error) {
 	}
 	cleanups = append(cleanups, func() { _ = st.close() })
 	store, wlog, meta, snaps := st.bolt, st.wal, st.meta, st.snaps
-	logs, err := raft.NewLogCache(logCacheSize, wlog)
-	if err != nil {
-		return fail(fmt.Errorf("raftnode: log cache: %w", err))
-	}
 
 	trans := cfg.Transport
 	if trans == nil {
@@ -151,6 +152,8 @@ func Open(cfg Config) (*Node, error) {
 		dispatchDone: make(chan struct{}),
 		raftDown:     make(chan struct{}),
 		shutdownDone: make(chan struct{}),
+		promiseStop:  make(chan struct{}),
+		promiseDone:  make(chan struct{}),
 	}
 	n.q.signal = make(chan struct{}, 1)
 	n.ready.ask = cfg.LeaderCommit
@@ -194,13 +197,26 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return fail(fmt.Errorf("raftnode: read raft state in %s: %w", cfg.DataDir, err))
 	}
+	start, err := st.check(n.log, false)
+	if err != nil {
+		return fail(err)
+	}
+	// From here raft writes through stores that keep the promise (promise.go), which is
+	// written now, so that a directory from an older latch gets one at its first start.
+	n.promise = newKeeper(cfg.DataDir, start.cur)
+	if err := n.promise.flush(); err != nil {
+		return fail(err)
+	}
+	logs, err := raft.NewLogCache(logCacheSize, promisedLog{LogStore: wlog, k: n.promise})
+	if err != nil {
+		return fail(fmt.Errorf("raftnode: log cache: %w", err))
+	}
+	stable := promisedStable{StableStore: store, k: n.promise}
+	snapStore := promisedSnapshots{SnapshotStore: snaps, k: n.promise}
 	var servers []raft.Server
 	switch {
 	case existing:
-		if err := st.check(n.log); err != nil {
-			return fail(err)
-		}
-		n.log.Info("restarting from existing raft state", "dir", cfg.DataDir)
+		n.log.Info("restarting from existing raft state", "dir", cfg.DataDir, "last_index", start.cur.LastIndex, "term", start.cur.Term)
 	case cfg.Bootstrap:
 		servers = []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: raft.ServerAddress(n.addr)}}
 	case len(cfg.InitialCluster) > 0:
@@ -212,12 +228,12 @@ func Open(cfg Config) (*Node, error) {
 	}
 	if servers != nil {
 		n.log.Info("bootstrapping a new cluster", "servers", len(servers))
-		if err := raft.BootstrapCluster(rc, logs, store, snaps, n.filter.transport(), raft.Configuration{Servers: servers}); err != nil {
+		if err := raft.BootstrapCluster(rc, logs, stable, snapStore, n.filter.transport(), raft.Configuration{Servers: servers}); err != nil {
 			return fail(fmt.Errorf("raftnode: bootstrap: %w", err))
 		}
 	}
 
-	r, err := raft.NewRaft(rc, f, logs, store, snaps, n.filter.transport())
+	r, err := raft.NewRaft(rc, f, logs, stable, snapStore, n.filter.transport())
 	if err != nil {
 		return fail(fmt.Errorf("raftnode: start raft: %w", err))
 	}
@@ -225,6 +241,7 @@ func Open(cfg Config) (*Node, error) {
 	n.members.start(r, n.stopMonitor)
 	n.filter.start()
 
+	go n.keepPromise()
 	go n.monitor()
 	go n.watchPeers(plog.st, n.stopMonitor)
 	if cfg.OnLeaderChange != nil {
@@ -307,7 +324,13 @@ func (n *Node) shutdown(ctx context.Context) error {
 		}
 	}
 
+	close(n.promiseStop)
+	<-n.promiseDone
 	if raftStopped {
+		// A clean stop promises everything the log holds.
+		if err := n.promise.flush(); err != nil {
+			errs = append(errs, err)
+		}
 		if err := n.wal.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("raftnode: close the raft log: %w", err))
 		}
@@ -336,5 +359,26 @@ func (n *Node) wait(f raft.Future, stop <-chan struct{}, timeout time.Duration) 
 		return ErrTimeout
 	case <-stop:
 		return errStopped
+	}
+}
+
+// keepPromise writes the promise every promiseInterval when the log's end moved (or an
+// earlier write failed), until shutdown. A failed write is logged, once a minute at most
+// while it keeps failing; raft's own writes fail on such a disk too.
+func (n *Node) keepPromise() {
+	defer close(n.promiseDone)
+	t := time.NewTicker(promiseInterval)
+	defer t.Stop()
+	var lastLogged time.Time
+	for {
+		select {
+		case <-n.promiseStop:
+			return
+		case <-t.C:
+			if err := n.promise.flush(); err != nil && time.Since(lastLogged) >= time.Minute {
+				n.log.Error("cannot write the promise; a damaged log may go unnoticed at the next start", "error", err)
+				lastLogged = time.Now()
+			}
+		}
 	}
 }

@@ -3,6 +3,8 @@ package raftnode
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -22,6 +24,9 @@ type DiskState struct {
 	LastTerm  uint64           `json:"last_term"`  // its term
 	Servers   []Server         `json:"servers"`    // the latest configuration in the log or snapshot
 	State     fsm.SnapshotInfo `json:"state"`      // the lock table after replaying everything on disk
+	// Damage: why a node would refuse to start from this directory although it can be read
+	// (state older than the node promised its peers: promise.go). Recover accepts it.
+	Damage []string `json:"damage,omitempty"`
 }
 
 // Inspect reads dataDir without changing it: the latest snapshot restored into a fresh
@@ -41,14 +46,17 @@ func Inspect(dataDir string, log hclog.Logger) (DiskState, error) {
 		}
 		return DiskState{}, err
 	}
-	if err := st.check(log); err != nil {
+	start, err := st.check(log, true)
+	if err != nil {
 		return DiskState{}, err
 	}
 	f, err := fsm.NewFSM(0)
 	if err != nil {
 		return DiskState{}, err
 	}
-	return replay(st, f)
+	ds, err := replay(st, f)
+	ds.Damage = start.damage
+	return ds, err
 }
 
 // replay restores the newest readable snapshot into f and applies every log entry after it.
@@ -140,11 +148,47 @@ func Recover(opts RecoverOptions) (before, after DiskState, err error) {
 	if cerr := st.close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = repromise(opts.DataDir, before, log)
+	}
 	if err != nil {
 		return before, after, fmt.Errorf("raftnode: recover: %w", err)
 	}
 	after, err = Inspect(opts.DataDir, log)
 	return before, after, err
+}
+
+// repromise makes the recovered directory's promise what it now holds: the recovered state
+// is, by the operator's choice, all this node answers for. A term that raft.db lost is set
+// above every term the node may have voted in (the old promise's and the log's).
+func repromise(dir string, before DiskState, log hclog.Logger) (err error) {
+	st, err := openStores(dir, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := st.close(); err == nil {
+			err = cerr
+		}
+	}()
+	old, _, _ := readPromise(dir)
+	term, err := stableUint64(st.bolt, keyCurrentTerm)
+	if err != nil {
+		return err
+	}
+	if floor := max(old.Term, old.VoteTerm, before.LastTerm); term < floor {
+		if err := st.bolt.SetUint64(keyCurrentTerm, floor+1); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, promiseFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	start, err := st.check(log, false)
+	if err != nil {
+		return err
+	}
+	return writePromise(dir, start.cur)
 }
 
 // flooredFSM raises the counter to floor just before raft's recovery snapshots the state,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -28,6 +29,7 @@ type stores struct {
 	wal   *wal.WAL
 	meta  *metadb.BoltMetaDB // the WAL's metadata: its own Close leaves it open, so we close it
 	snaps *raft.FileSnapshotStore
+	scan  walScan // the raft log as scanWAL verified it before raft-wal opened it
 }
 
 // openStores opens (or creates) the stores in dir. On error it closes what it opened.
@@ -37,6 +39,9 @@ func openStores(dir string, base hclog.Logger) (*stores, error) {
 	}
 	st := &stores{dir: dir}
 	path := filepath.Join(dir, "raft.db")
+	if err := raftDBPresent(dir, path); err != nil {
+		return nil, err
+	}
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path: path,
 		BoltOptions: &bbolt.Options{
@@ -59,6 +64,12 @@ func openStores(dir string, base hclog.Logger) (*stores, error) {
 		_ = st.close()
 		return nil, fmt.Errorf("raftnode: %w", err)
 	}
+	// Verify the log before raft-wal opens it: raft-wal deletes segment files that its
+	// metadata does not list and recreates a missing tail (walscan.go).
+	if st.scan, err = scanWAL(dir); err != nil {
+		_ = st.close()
+		return nil, err
+	}
 	st.meta = &metadb.BoltMetaDB{}
 	if st.wal, err = wal.Open(walDir, wal.WithMetaStore(st.meta), wal.WithLogger(base.Named("wal"))); err != nil {
 		_ = st.close()
@@ -77,6 +88,29 @@ func openStores(dir string, base hclog.Logger) (*stores, error) {
 		return nil, broken(dir, "open the snapshot store in "+dir, err)
 	}
 	return st, nil
+}
+
+// raftDBPresent refuses a data directory whose raft.db is gone while a log, a snapshot or a
+// promise is still there: opening it would create an empty raft.db, and the node would have
+// forgotten its votes.
+func raftDBPresent(dir, path string) error {
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	var left []string
+	if files, _ := segmentFiles(filepath.Join(dir, "wal")); len(files) > 0 {
+		left = append(left, fmt.Sprintf("%d log segments in wal/", len(files)))
+	}
+	if snaps, _ := os.ReadDir(filepath.Join(dir, "snapshots")); len(snaps) > 0 {
+		left = append(left, "snapshots/")
+	}
+	if _, err := os.Stat(filepath.Join(dir, promiseFile)); err == nil {
+		left = append(left, promiseFile)
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	return broken(dir, fmt.Sprintf("%s is missing beside %s", path, strings.Join(left, ", ")), errAmnesia)
 }
 
 // close closes the stores (the WAL before its metadata).
@@ -106,16 +140,59 @@ func (st *stores) hasState() (bool, error) {
 }
 
 // HasState reports whether dataDir holds raft state (a log, votes or a snapshot), that is,
-// whether Open would restart from it rather than bootstrap or wait to be added. It opens the
-// stores briefly, so no node may have dataDir open (ErrDataDirInUse after a wait).
+// whether Open would restart from it rather than bootstrap or wait to be added. It reads
+// the stores without opening the log with raft-wal (which would repair what Open must see
+// as it is), so no node may have dataDir open (ErrDataDirInUse after a wait).
 func HasState(dataDir string) (bool, error) {
-	st, err := openStores(dataDir, hclog.NewNullLogger())
+	if _, err := os.Stat(dataDir); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	path := filepath.Join(dataDir, "raft.db")
+	if err := raftDBPresent(dataDir, path); err != nil {
+		return false, err
+	}
+	if fi, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	} else if err == nil && fi.Size() > 0 {
+		if has, err := termInRaftDB(dataDir, path); has || err != nil {
+			return has, err
+		}
+	}
+	scan, err := scanWAL(dataDir)
 	if err != nil {
 		return false, err
 	}
-	has, err := st.hasState()
-	if cerr := st.close(); err == nil {
-		err = cerr
+	if scan.last() > 0 {
+		return true, nil
 	}
-	return has, err
+	snaps, err := os.ReadDir(filepath.Join(dataDir, "snapshots"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, err
+	}
+	for _, e := range snaps {
+		if !strings.HasSuffix(e.Name(), ".tmp") { // raft's snapshot in progress
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// termInRaftDB reports whether raft.db holds a term, reading it without a write lock.
+func termInRaftDB(dataDir, path string) (bool, error) {
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: boltOpenTimeout})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return false, fmt.Errorf("%w (%s stayed locked for %v)", ErrDataDirInUse, path, boltOpenTimeout)
+	}
+	if err != nil {
+		return false, broken(dataDir, "open "+path, err)
+	}
+	defer db.Close()
+	var term []byte
+	_ = db.View(func(tx *bbolt.Tx) error {
+		if b := tx.Bucket([]byte("conf")); b != nil { // raft-boltdb's bucket for StableStore keys
+			term = b.Get(keyCurrentTerm)
+		}
+		return nil
+	})
+	return len(term) > 0, nil
 }

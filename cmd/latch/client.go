@@ -23,7 +23,7 @@ const (
 	exitUsage         = 64  // bad input: flags, arguments, key, duration out of range
 	exitRefused       = 65  // admin verbs: the node refused the request as not applicable; nothing applied
 	exitUnavailable   = 69  // no server answered (or all said unavailable), auth failed, or not a latch server
-	exitLocalIO       = 74  // snapshot save, recover: a local file or --data-dir could not be read or written
+	exitLocalIO       = 74  // snapshot save, recover, server: a local file or --data-dir could not be read or written, or is damaged
 	exitNotAcquired   = 75  // held when the wait ran out, busy, or a grant too late to use was given back
 	exitIndeterminate = 76  // unknown whether the lock (or change) was taken or released; nothing was run
 	exitKilled        = 79  // run: the command was killed because its lease was ending

@@ -17,6 +17,7 @@ import (
 	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/cluster/logs"
 	"github.com/latchd/latch/cluster/member"
+	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/cluster/server"
 	"github.com/latchd/latch/wire"
 )
@@ -132,6 +133,9 @@ func runServer(c *cli.Context) error {
 			return err
 		}
 		if mem, err = member.Start(ctx, mcfg); err != nil {
+			if errors.Is(err, raftnode.ErrDataDirBroken) {
+				return cli.Exit("latch server: "+err.Error(), exitLocalIO)
+			}
 			return err
 		}
 		node, srv = mem.Node(), mem.Server()

@@ -1,0 +1,156 @@
+package raftnode
+
+import (
+	"bytes"
+	"io"
+
+	"github.com/hashicorp/raft"
+)
+
+// The stores raft is given wrap the real ones and tell the keeper (promise.go) what became
+// durable. None adds a sync to an append.
+
+// Keys raft keeps in its StableStore (hashicorp/raft raft.go).
+var (
+	keyCurrentTerm  = []byte("CurrentTerm")
+	keyLastVoteTerm = []byte("LastVoteTerm")
+	keyLastVoteCand = []byte("LastVoteCand")
+)
+
+// promisedStable is raft.db as raft sees it: a term or vote is written to the promise right
+// after raft.db has it, before raft acts on it. A failed promise write fails the call, so
+// raft does not vote on a vote it could forget.
+type promisedStable struct {
+	raft.StableStore
+	k *keeper
+}
+
+func (s promisedStable) Set(key, val []byte) error {
+	if err := s.StableStore.Set(key, val); err != nil {
+		return err
+	}
+	if !bytes.Equal(key, keyLastVoteCand) {
+		return nil
+	}
+	term, err := s.StableStore.GetUint64(keyLastVoteTerm)
+	if err != nil {
+		return err
+	}
+	return s.promise(func(p *promise) { p.VoteTerm, p.Vote = term, string(val) })
+}
+
+func (s promisedStable) SetUint64(key []byte, val uint64) error {
+	if err := s.StableStore.SetUint64(key, val); err != nil {
+		return err
+	}
+	if !bytes.Equal(key, keyCurrentTerm) {
+		return nil
+	}
+	return s.promise(func(p *promise) { p.Term = val })
+}
+
+func (s promisedStable) promise(fn func(p *promise)) error {
+	s.k.mu.Lock()
+	defer s.k.mu.Unlock()
+	fn(&s.k.cur)
+	return s.k.flushLocked()
+}
+
+// promisedLog is the raft log as raft sees it. An append moves the promised end once it is
+// durable (raft-wal has fsynced it when StoreLogs returns); the keeper writes it later. A
+// deletion of the tail lowers the promise on disk first, then deletes: raft only clears
+// entries that were never committed, when a leader of a newer term replaces them.
+type promisedLog struct {
+	raft.LogStore
+	k *keeper
+}
+
+// IsMonotonic passes raft-wal's answer on (raft.MonotonicLogStore): raft then clears the
+// whole log after installing a snapshot instead of keeping a gap.
+func (l promisedLog) IsMonotonic() bool {
+	m, ok := l.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
+func (l promisedLog) StoreLog(e *raft.Log) error { return l.StoreLogs([]*raft.Log{e}) }
+
+func (l promisedLog) StoreLogs(es []*raft.Log) error {
+	if err := l.LogStore.StoreLogs(es); err != nil {
+		return err
+	}
+	if n := len(es); n > 0 {
+		last := es[n-1]
+		l.k.set(func(p *promise) { p.LastIndex, p.LastTerm = last.Index, last.Term })
+	}
+	return nil
+}
+
+func (l promisedLog) DeleteRange(min, max uint64) error {
+	last, err := l.LogStore.LastIndex()
+	if err != nil {
+		return err
+	}
+	if max < last || min > last {
+		return l.LogStore.DeleteRange(min, max) // a prefix after a snapshot: the end stays
+	}
+	first, err := l.LogStore.FirstIndex()
+	if err != nil {
+		return err
+	}
+	var end, term uint64
+	if min > first {
+		end = min - 1
+		var e raft.Log
+		if err := l.LogStore.GetLog(end, &e); err != nil {
+			return err
+		}
+		term = e.Term
+	}
+	l.k.mu.Lock()
+	defer l.k.mu.Unlock()
+	// After a snapshot install the whole log goes: the snapshot is the new end.
+	if end < l.k.cur.SnapshotIndex {
+		end, term = l.k.cur.SnapshotIndex, l.k.cur.SnapshotTerm
+	}
+	l.k.cur.LastIndex, l.k.cur.LastTerm = end, term
+	if err := l.k.flushLocked(); err != nil {
+		return err
+	}
+	return l.LogStore.DeleteRange(min, max)
+}
+
+// promisedSnapshots is the snapshot store as raft sees it: a snapshot that was written
+// completely (its sink closed without error) is promised at once.
+type promisedSnapshots struct {
+	raft.SnapshotStore
+	k *keeper
+}
+
+func (s promisedSnapshots) Create(version raft.SnapshotVersion, index, term uint64, conf raft.Configuration,
+	confIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	sink, err := s.SnapshotStore.Create(version, index, term, conf, confIndex, trans)
+	if err != nil {
+		return nil, err
+	}
+	return &promisedSink{SnapshotSink: sink, k: s.k, index: index, term: term}, nil
+}
+
+type promisedSink struct {
+	raft.SnapshotSink
+	k           *keeper
+	index, term uint64
+}
+
+func (s *promisedSink) Close() error {
+	if err := s.SnapshotSink.Close(); err != nil {
+		return err
+	}
+	s.k.mu.Lock()
+	defer s.k.mu.Unlock()
+	if s.index > s.k.cur.SnapshotIndex {
+		s.k.cur.SnapshotIndex, s.k.cur.SnapshotTerm = s.index, s.term
+	}
+	return s.k.flushLocked()
+}
+
+var _ io.Closer = (*promisedSink)(nil)
