@@ -25,7 +25,7 @@ func wayBack(dir string) string {
 
 // broken wraps cause as ErrDataDirBroken for dir, naming what failed and the way back.
 func broken(dir, what string, cause error) error {
-	return fmt.Errorf("%w: %s: %v; %s", ErrDataDirBroken, what, cause, wayBack(dir))
+	return fmt.Errorf("%w: %s: %w; %s", ErrDataDirBroken, what, cause, wayBack(dir))
 }
 
 // snapshotPick is the snapshot raft starts from: the newest one whose file passes its
@@ -134,21 +134,16 @@ func (st *stores) check(log hclog.Logger, lenient bool) (startState, error) {
 		}
 		out.damage = append(out.damage, err.Error())
 	}
-	if last > 0 && last < snapIndex {
-		// raft installs a snapshot, then clears the log (removeOldLogs). Between the two a
-		// crash leaves this; raft-wal would refuse every append after it. Clear it as raft
-		// would have, but only for the snapshot this node promised it installed.
-		if !hasPromise || pr.SnapshotIndex != snapIndex || pr.SnapshotTerm != snapTerm {
-			return out, walBroken(dir, fmt.Sprintf("the newest snapshot (index %d, term %d) is newer than the raft log in %s that claims to continue it (entries %d to %d), and this node never installed it", snapIndex, snapTerm, walDir, first, last))
-		}
-		log.Warn("the raft log ends before the snapshot this node installed (a crash while installing it); clearing the log as raft would have", "snapshot_index", snapIndex, "log_first", first, "log_last", last)
-		if err := st.wal.DeleteRange(first, last); err != nil {
-			return out, broken(dir, "clear the raft log behind the installed snapshot", err)
-		}
-		first, last = 0, 0
-		st.scan.segments = nil
+	// raft installs a snapshot, then clears the log (removeOldLogs). A crash between the two
+	// leaves a log that ends before the snapshot, which raft-wal would refuse every append
+	// after. It is cleared as raft would have (at the end, once nothing else is wrong), but
+	// only for the snapshot this node promised as its newest state; any other such pair is
+	// two histories.
+	stale := last > 0 && last < snapIndex
+	if stale && (!hasPromise || pr.SnapshotIndex != snapIndex || pr.SnapshotTerm != snapTerm || pr.LastIndex > snapIndex) {
+		return out, walBroken(dir, fmt.Sprintf("the newest snapshot (index %d, term %d) is newer than the raft log in %s that claims to continue it (entries %d to %d), and this node never promised that snapshot as its newest state", snapIndex, snapTerm, walDir, first, last))
 	}
-	if last > snapIndex {
+	if !stale && last > snapIndex {
 		var e raft.Log
 		for i := snapIndex + 1; i <= last; i++ {
 			if err := st.wal.GetLog(i, &e); err != nil {
@@ -157,6 +152,9 @@ func (st *stores) check(log hclog.Logger, lenient bool) (startState, error) {
 		}
 	}
 
+	if stale {
+		last = 0 // as it will be: the snapshot is the end
+	}
 	cur, err := st.durable(snapIndex, snapTerm, last)
 	if err != nil {
 		return out, err
@@ -168,33 +166,45 @@ func (st *stores) check(log hclog.Logger, lenient bool) (startState, error) {
 			return out, err
 		}
 	}
-	if !hasPromise {
-		return out, nil
+	if hasPromise {
+		if err := st.comparePromise(&out, pr, amnesia, snapIndex, last); err != nil {
+			return out, err
+		}
 	}
+	if stale && !lenient {
+		log.Warn("the raft log ends before the snapshot this node installed (a crash while installing it); clearing the log as raft would have", "snapshot_index", snapIndex, "log_first", first)
+		if err := st.wal.DeleteRange(first, snapIndex); err != nil {
+			return out, broken(dir, "clear the raft log behind the installed snapshot", err)
+		}
+	}
+	return out, nil
+}
+
+// comparePromise refuses (through amnesia) stores that hold less than pr promised.
+func (st *stores) comparePromise(out *startState, pr promise, amnesia func(string) error, snapIndex, last uint64) error {
+	cur, dir, walDir := out.cur, st.dir, filepath.Join(st.dir, "wal")
 	if cur.Term < pr.Term || cur.VoteTerm < pr.VoteTerm || (cur.VoteTerm == pr.VoteTerm && cur.Vote != pr.Vote) {
 		if err := amnesia(fmt.Sprintf("%s holds term %d and a vote for %q in term %d, but this node promised term %d and a vote for %q in term %d (%s): it could vote twice",
 			filepath.Join(dir, "raft.db"), cur.Term, cur.Vote, cur.VoteTerm, pr.Term, pr.Vote, pr.VoteTerm, promiseFile)); err != nil {
-			return out, err
+			return err
 		}
 	}
 	end, promised := max(last, snapIndex), max(pr.LastIndex, pr.SnapshotIndex)
 	if t := st.scan.tail(); t != nil && t.missing && promised >= t.info.BaseIndex {
 		if err := amnesia(fmt.Sprintf("log segment %s (from index %d) is missing, but this node acknowledged entries up to %d (%s)", t.file, t.info.BaseIndex, promised, promiseFile)); err != nil {
-			return out, err
+			return err
 		}
 	} else if end < promised {
 		if err := amnesia(fmt.Sprintf("the raft log in %s ends at index %d, but this node acknowledged entries up to %d (%s): acknowledged entries are lost", walDir, end, promised, promiseFile)); err != nil {
-			return out, err
+			return err
 		}
 	}
 	if pr.LastTerm != 0 && pr.LastIndex > snapIndex {
 		if t, ok := st.scan.term(pr.LastIndex); ok && t != pr.LastTerm {
-			if err := amnesia(fmt.Sprintf("the raft log in %s holds entry %d in term %d, but this node acknowledged it in term %d (%s)", walDir, pr.LastIndex, t, pr.LastTerm, promiseFile)); err != nil {
-				return out, err
-			}
+			return amnesia(fmt.Sprintf("the raft log in %s holds entry %d in term %d, but this node acknowledged it in term %d (%s)", walDir, pr.LastIndex, t, pr.LastTerm, promiseFile))
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // durable is what the stores hold now, as a promise.

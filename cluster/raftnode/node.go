@@ -108,7 +108,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 
-	st, err := openStores(cfg.DataDir, base)
+	st, err := openStores(cfg.DataDir, base, false)
 	if err != nil {
 		return nil, err
 	}

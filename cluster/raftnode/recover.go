@@ -35,7 +35,7 @@ func Inspect(dataDir string, log hclog.Logger) (DiskState, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	st, err := openStores(dataDir, log)
+	st, err := openStores(dataDir, log, true)
 	if err != nil {
 		return DiskState{}, err
 	}
@@ -130,7 +130,7 @@ func Recover(opts RecoverOptions) (before, after DiskState, err error) {
 	if before, err = Inspect(opts.DataDir, log); err != nil {
 		return before, after, err
 	}
-	st, err := openStores(opts.DataDir, log)
+	st, err := openStores(opts.DataDir, log, true)
 	if err != nil {
 		return before, after, err
 	}
@@ -162,7 +162,7 @@ func Recover(opts RecoverOptions) (before, after DiskState, err error) {
 // is, by the operator's choice, all this node answers for. A term that raft.db lost is set
 // above every term the node may have voted in (the old promise's and the log's).
 func repromise(dir string, before DiskState, log hclog.Logger) (err error) {
-	st, err := openStores(dir, log)
+	st, err := openStores(dir, log, true)
 	if err != nil {
 		return err
 	}

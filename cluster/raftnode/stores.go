@@ -33,7 +33,9 @@ type stores struct {
 }
 
 // openStores opens (or creates) the stores in dir. On error it closes what it opened.
-func openStores(dir string, base hclog.Logger) (*stores, error) {
+// Unless lenient (latch recover), it refuses before raft-wal opens the log a missing tail
+// segment that held promised entries: raft-wal would create it empty.
+func openStores(dir string, base hclog.Logger, lenient bool) (*stores, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("raftnode: create data directory: %w", err)
 	}
@@ -69,6 +71,13 @@ func openStores(dir string, base hclog.Logger) (*stores, error) {
 	if st.scan, err = scanWAL(dir); err != nil {
 		_ = st.close()
 		return nil, err
+	}
+	if t := st.scan.tail(); t != nil && t.missing && !lenient {
+		if p, ok, _ := readPromise(dir); ok && max(p.LastIndex, p.SnapshotIndex) >= t.info.BaseIndex {
+			_ = st.close()
+			return nil, broken(dir, fmt.Sprintf("log segment %s (from index %d) is missing, but this node acknowledged entries up to %d (%s)",
+				t.file, t.info.BaseIndex, max(p.LastIndex, p.SnapshotIndex), promiseFile), errAmnesia)
+		}
 	}
 	st.meta = &metadb.BoltMetaDB{}
 	if st.wal, err = wal.Open(walDir, wal.WithMetaStore(st.meta), wal.WithLogger(base.Named("wal"))); err != nil {
