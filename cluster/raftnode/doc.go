@@ -9,6 +9,11 @@
 //     raft.LogCache, term and vote in raft-boltdb (raft.db, fsync always on), a file
 //     snapshot store keeping 2 snapshots, all in Config.DataDir; the transport
 //     (Config.Transport, or a raft.NetworkTransport built on Config.Stream).
+//   - The promise (promise.go, walscan.go, check.go): promised.json keeps the term, the
+//     vote, the log's durable end and the newest snapshot apart from raft.db and wal/, and
+//     every start verifies every log segment and refuses (ErrDataDirBroken) a directory
+//     that holds less than the node promised its peers; docs/architecture.md lists the
+//     cases and the window that remains.
 //   - Bootstrap and join: a restart never bootstraps; a new node bootstraps a one-node
 //     cluster (Bootstrap), the identical InitialCluster, or waits to be added (AddVoter).
 //   - The token floor: Config.TokenFloor enters the log as an fsm.CmdFloor entry proposed

@@ -143,41 +143,26 @@ func syncDir(dir string) error {
 }
 
 // keeper holds what the stores hold now (cur, updated by the store wrappers in
-// promisestores.go) and writes it as the promise when it changed.
+// promisestores.go) and writes it as the promise when it changed. mu guards cur and is held
+// only to read or change it, so an append never waits for a write of the file; wmu
+// serialises the writes, and holds a lowering of the promise together with the deletion it
+// must precede.
 type keeper struct {
 	dir     string
-	mu      sync.Mutex // serialises every write, and a lowering with the change it precedes
+	wmu     sync.Mutex
+	mu      sync.Mutex
 	cur     promise
-	written promise
-	fresh   bool // written holds what the file holds
+	written promise // what the file holds, when fresh (under wmu)
+	fresh   bool
 }
 
 func newKeeper(dir string, cur promise) *keeper { return &keeper{dir: dir, cur: cur} }
 
-// set changes cur under the lock.
+// set changes cur.
 func (k *keeper) set(fn func(p *promise)) {
 	k.mu.Lock()
 	fn(&k.cur)
 	k.mu.Unlock()
-}
-
-// flush writes cur if it differs from the file.
-func (k *keeper) flush() error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.flushLocked()
-}
-
-func (k *keeper) flushLocked() error {
-	if k.fresh && k.written == k.cur {
-		return nil
-	}
-	if err := writePromise(k.dir, k.cur); err != nil {
-		k.fresh = false
-		return err
-	}
-	k.written, k.fresh = k.cur, true
-	return nil
 }
 
 // snapshot returns cur.
@@ -185,4 +170,34 @@ func (k *keeper) snapshot() promise {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.cur
+}
+
+// flush writes cur if it differs from the file.
+func (k *keeper) flush() error {
+	k.wmu.Lock()
+	defer k.wmu.Unlock()
+	return k.flushLocked()
+}
+
+// flushLocked is flush with wmu held.
+func (k *keeper) flushLocked() error {
+	cur := k.snapshot()
+	if k.fresh && k.written == cur {
+		return nil
+	}
+	if err := writePromise(k.dir, cur); err != nil {
+		k.fresh = false
+		return err
+	}
+	k.written, k.fresh = cur, true
+	return nil
+}
+
+// change applies fn to cur and writes the result before it returns, under wmu (a vote, a
+// snapshot, a lowering: rare, and each must be durable before raft goes on).
+func (k *keeper) change(fn func(p *promise)) error {
+	k.wmu.Lock()
+	defer k.wmu.Unlock()
+	k.set(fn)
+	return k.flushLocked()
 }

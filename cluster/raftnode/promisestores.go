@@ -49,12 +49,7 @@ func (s promisedStable) SetUint64(key []byte, val uint64) error {
 	return s.promise(func(p *promise) { p.Term = val })
 }
 
-func (s promisedStable) promise(fn func(p *promise)) error {
-	s.k.mu.Lock()
-	defer s.k.mu.Unlock()
-	fn(&s.k.cur)
-	return s.k.flushLocked()
-}
+func (s promisedStable) promise(fn func(p *promise)) error { return s.k.change(fn) }
 
 // promisedLog is the raft log as raft sees it. An append moves the promised end once it is
 // durable (raft-wal has fsynced it when StoreLogs returns); the keeper writes it later. A
@@ -106,13 +101,15 @@ func (l promisedLog) DeleteRange(min, max uint64) error {
 		}
 		term = e.Term
 	}
-	l.k.mu.Lock()
-	defer l.k.mu.Unlock()
-	// After a snapshot install the whole log goes: the snapshot is the new end.
-	if end < l.k.cur.SnapshotIndex {
-		end, term = l.k.cur.SnapshotIndex, l.k.cur.SnapshotTerm
-	}
-	l.k.cur.LastIndex, l.k.cur.LastTerm = end, term
+	l.k.wmu.Lock()
+	defer l.k.wmu.Unlock()
+	l.k.set(func(p *promise) {
+		// After a snapshot install the whole log goes: the snapshot is the new end.
+		if end < p.SnapshotIndex {
+			end, term = p.SnapshotIndex, p.SnapshotTerm
+		}
+		p.LastIndex, p.LastTerm = end, term
+	})
 	if err := l.k.flushLocked(); err != nil {
 		return err
 	}
@@ -145,12 +142,11 @@ func (s *promisedSink) Close() error {
 	if err := s.SnapshotSink.Close(); err != nil {
 		return err
 	}
-	s.k.mu.Lock()
-	defer s.k.mu.Unlock()
-	if s.index > s.k.cur.SnapshotIndex {
-		s.k.cur.SnapshotIndex, s.k.cur.SnapshotTerm = s.index, s.term
-	}
-	return s.k.flushLocked()
+	return s.k.change(func(p *promise) {
+		if s.index > p.SnapshotIndex {
+			p.SnapshotIndex, p.SnapshotTerm = s.index, s.term
+		}
+	})
 }
 
 var _ io.Closer = (*promisedSink)(nil)
