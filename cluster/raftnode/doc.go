@@ -90,11 +90,37 @@
 //     for a minute at a time, until its own configuration has it. If every member it knows is
 //     gone, nobody can vouch: wipe it and add it again.
 //
+// What a member sends is checked too (validate.go), before raft sees it: hashicorp/raft
+// v1.8 trusts an RPC's fields, and some make it panic, which ends the process, or leave its
+// log or configuration in a state no correct peer produces. Refused, each with the raft code
+// that makes it impossible or harmful cited next to the rule:
+//   - AppendEntries: term 0; a previous entry 0 with a term or an entry with term 0; entries
+//     that are nil, not consecutive from the previous entry on, with term 0, a term below
+//     the one before or above the leader's; entry types raft does not know (it panics when
+//     it commits one), the deprecated add- and remove-peer entries (protocol version 3 never
+//     writes them), configuration entries that do not decode (raft panics while it appends
+//     them) or fail raft's checkConfiguration (no voter, an empty or repeated ID or address)
+//     or hold an unknown suffrage;
+//   - InstallSnapshot: a version other than 1, term 0, a snapshot at index 0 or in term 0 or
+//     above the leader's term, a configuration index past the snapshot, a negative size, a
+//     configuration that is empty, does not decode (the panic "failed to decode
+//     configuration: EOF") or fails the same checks;
+//   - RequestVote and RequestPreVote: term 0, a last entry 0 with a term or the reverse, a
+//     last term above the term asked for. Fields raft only compares with its own log pass.
+//
+// A refused RPC is answered with an error at once (a snapshot's data read off first, as
+// above), logged once a minute per sender with the reason, and counted in Status.RefusedRPCs
+// and Status.MalformedRPCs. A correct peer never sends one, so a refusal means a faulty node
+// or someone posing as a member. The check allocates nothing for an RPC without a
+// configuration entry: the leader's AppendEntries stream pays a loop over its entries.
+//
 // What remains trusted: the sender ID inside an RPC is a claim, and so is the identity a
 // peer states in the handshake unless per-node TLS certificates bind it (package peer: What
 // binds what). Anyone holding the peer credential can still claim to be a member and send
-// RPCs as that member: the filter stops strangers, removed nodes and tools, not a holder of
-// the credential who lies. Keep the peer credential to the nodes.
+// well-formed RPCs as that member: a higher term, a vote, entries and snapshots that pass
+// every structural check. The filter stops strangers, removed nodes, tools and RPCs that
+// would crash a node, not a holder of the credential who lies. Keep the peer credential to
+// the nodes.
 //
 // # DESIGN: the proposer
 //

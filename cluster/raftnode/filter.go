@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -18,7 +19,8 @@ import (
 // connection is lost to the transport (it reads the rest as the next RPCs, fails and closes).
 const snapshotDrainLimit = 256 << 20
 
-// Sources of refused RPCs the filter remembers for its log limit, and how often it logs each.
+// Sources of refused RPCs the filter remembers for each of its two log limits (senders that
+// are not members, members that send malformed RPCs), and how often it logs each.
 const (
 	maxRefusalSources = 256
 	refusalInterval   = time.Minute
@@ -30,20 +32,24 @@ const (
 // so the sender's goroutine does not hang, and logs each refused sender once a minute.
 // Heartbeats, which the real transport may hand to raft's fast path instead of its
 // consumer channel, are checked the same way. With an empty configuration (a node waiting
-// to be added) every RPC but TimeoutNow passes.
+// to be added) every RPC but TimeoutNow passes. An RPC that passes is then checked for
+// fields no correct raft peer sends (validate.go): one that would crash raft or corrupt its
+// state is refused the same way, and logged once a minute per sender with the reason.
 //
 // One goroutine moves RPCs from the real transport's consumer channel to raft's; the check
-// is a map lookup, so the leader's AppendEntries stream pays an extra channel hand-off and
-// nothing that waits on raft.
+// is a map lookup and a loop over the entries, so the leader's AppendEntries stream pays an
+// extra channel hand-off and nothing that allocates or waits on raft.
 type filter struct {
 	raft.Transport
-	members  *members
-	out      chan raft.RPC
-	done     chan struct{}
-	stopOnce sync.Once
-	log      hclog.Logger
-	refusals *ratelog.Limiter
-	refused  atomic.Uint64
+	members      *members
+	out          chan raft.RPC
+	done         chan struct{}
+	stopOnce     sync.Once
+	log          hclog.Logger
+	refusals     *ratelog.Limiter // senders that are not members
+	malformedLog *ratelog.Limiter // members whose RPCs fail validate
+	refused      atomic.Uint64    // every refused RPC
+	malformed    atomic.Uint64    // the refused RPCs that failed validate
 }
 
 // withPreVote is the filter over a transport that supports pre-vote; raft enables pre-vote
@@ -57,12 +63,13 @@ func (f withPreVote) RequestPreVote(id raft.ServerID, target raft.ServerAddress,
 
 func newFilter(inner raft.Transport, m *members, log hclog.Logger) *filter {
 	return &filter{
-		Transport: inner,
-		members:   m,
-		out:       make(chan raft.RPC),
-		done:      make(chan struct{}),
-		log:       log,
-		refusals:  ratelog.New(refusalInterval, maxRefusalSources),
+		Transport:    inner,
+		members:      m,
+		out:          make(chan raft.RPC),
+		done:         make(chan struct{}),
+		log:          log,
+		refusals:     ratelog.New(refusalInterval, maxRefusalSources),
+		malformedLog: ratelog.New(refusalInterval, maxRefusalSources),
 	}
 }
 
@@ -113,8 +120,11 @@ func (f *filter) CloseStreams() {
 	}
 }
 
-// Refused is the number of RPCs refused so far.
+// Refused is the number of RPCs refused so far, for either reason.
 func (f *filter) Refused() uint64 { return f.refused.Load() }
+
+// Malformed is the number of RPCs refused so far because they failed validate.
+func (f *filter) Malformed() uint64 { return f.malformed.Load() }
 
 func (f *filter) forward() {
 	in := f.Transport.Consumer()
@@ -140,23 +150,32 @@ func (f *filter) forward() {
 // InstallSnapshot whose data is being read) and logged the refusal, once per source.
 func (f *filter) admit(rpc raft.RPC) bool {
 	idb, kind := sender(rpc.Command)
-	if _, ok := f.members.load()[string(idb)]; ok {
-		return true // the hot path: a map lookup, no allocation
+	if _, ok := f.members.load()[string(idb)]; !ok { // the hot path: a map lookup, no allocation
+		id := string(idb)
+		if err := f.members.check(id, "", kind == "TimeoutNow"); err != nil {
+			f.refuse(rpc, id, kind, err)
+			return false
+		}
 	}
-	id := string(idb)
-	err := f.members.check(id, "", kind == "TimeoutNow")
-	if err == nil {
-		return true
+	if err := validate(rpc.Command); err != nil {
+		f.malformed.Add(1)
+		f.refuse(rpc, string(idb), kind, err)
+		return false
 	}
-	f.refuse(rpc, id, kind, err)
-	return false
+	return true
 }
 
-// refuse answers rpc with err and logs it, once a minute per sender.
+// refuse answers rpc with err and logs it, once a minute per sender and reason (not a
+// member, or a malformed RPC: ErrMalformedRPC).
 func (f *filter) refuse(rpc raft.RPC, id, kind string, err error) {
 	f.refused.Add(1)
 	refusal := fmt.Errorf("latch: %s refused: sender %q: %w", kind, id, err)
-	if n, ok := f.refusals.Allow(id); ok {
+	if errors.Is(err, ErrMalformedRPC) {
+		if n, ok := f.malformedLog.Allow(id); ok {
+			f.log.Warn("refusing a malformed Raft RPC from a member: a faulty node, or a peer-credential holder posing as that member",
+				"sender", id, "rpc", kind, "reason", err, "suppressed", n)
+		}
+	} else if n, ok := f.refusals.Allow(id); ok {
 		f.log.Warn("refusing Raft RPCs from a sender outside the configuration", "sender", id, "rpc", kind, "reason", err, "suppressed", n)
 	}
 	if req, ok := rpc.Command.(*raft.InstallSnapshotRequest); ok && rpc.Reader != nil && req.Size <= snapshotDrainLimit {

@@ -38,9 +38,12 @@ type Status struct {
 	InFlight     int       `json:"inflight"` // entries proposed, not yet answered
 	Entries      uint64    `json:"entries"`  // entries proposed since Open
 	Commands     uint64    `json:"commands"` // commands in those entries
-	// RefusedRPCs counts Raft RPCs refused since Open because their sender is not in the
-	// configuration (filter.go).
+	// RefusedRPCs counts Raft RPCs refused since Open (filter.go): their sender is not in the
+	// configuration, or they are malformed.
 	RefusedRPCs uint64 `json:"refused_rpcs"`
+	// MalformedRPCs counts the refused RPCs that named a member but held fields no correct
+	// raft peer sends (validate.go): a faulty node, or someone posing as a member.
+	MalformedRPCs uint64 `json:"malformed_rpcs"`
 }
 
 // Status returns the node's current status.
@@ -65,6 +68,7 @@ func (n *Node) Status() Status {
 		RefusedRPCs:  n.filter.Refused(),
 	}
 	s.LeaderID, s.LeaderAddr = n.Leader()
+	s.MalformedRPCs = n.filter.Malformed()
 	if err := n.fsm.Err(); err != nil {
 		s.FSMError = err.Error()
 	}
