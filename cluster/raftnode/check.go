@@ -149,6 +149,11 @@ func (st *stores) check(log hclog.Logger, lenient bool) (startState, error) {
 			if err := st.wal.GetLog(i, &e); err != nil {
 				return out, broken(dir, fmt.Sprintf("read entry %d of the raft log in %s (entries %d to %d)", i, walDir, first, last), err)
 			}
+			if e.Type == raft.LogConfiguration { // raft decodes these at start, and panics on one that does not decode
+				if _, err := decodeConfiguration(e.Data); err != nil {
+					return out, broken(dir, fmt.Sprintf("entry %d of the raft log in %s", i, walDir), err)
+				}
+			}
 		}
 	}
 

@@ -88,7 +88,9 @@ func replay(st *stores, f *fsm.FSM) (DiskState, error) {
 		case raft.LogCommand:
 			f.Apply(&e)
 		case raft.LogConfiguration:
-			conf = raft.DecodeConfiguration(e.Data)
+			if conf, err = decodeConfiguration(e.Data); err != nil { // raft's decoder panics
+				return ds, broken(st.dir, fmt.Sprintf("decode the configuration in log entry %d", e.Index), err)
+			}
 		}
 		ds.LastIndex, ds.LastTerm = e.Index, e.Term
 	}
