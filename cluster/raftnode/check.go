@@ -134,17 +134,18 @@ func (st *stores) check(log hclog.Logger, lenient bool) (startState, error) {
 		}
 		out.damage = append(out.damage, err.Error())
 	}
+	// behind is the log that ends before the snapshot, to be cleared once every check passed.
+	var behind struct{ first, last uint64 }
 	if last > 0 && last < snapIndex {
 		// raft installs a snapshot, then clears the log (removeOldLogs). Between the two a
 		// crash leaves this; raft-wal would refuse every append after it. Clear it as raft
-		// would have, but only for the snapshot this node promised it installed.
+		// would have, but only for the snapshot this node promised it installed, and only
+		// when the start goes ahead: the checks below see the log as cleared, and a refused
+		// directory (or one that Inspect reads) keeps what it holds.
 		if !hasPromise || pr.SnapshotIndex != snapIndex || pr.SnapshotTerm != snapTerm {
 			return out, walBroken(dir, fmt.Sprintf("the newest snapshot (index %d, term %d) is newer than the raft log in %s that claims to continue it (entries %d to %d), and this node never installed it", snapIndex, snapTerm, walDir, first, last))
 		}
-		log.Warn("the raft log ends before the snapshot this node installed (a crash while installing it); clearing the log as raft would have", "snapshot_index", snapIndex, "log_first", first, "log_last", last)
-		if err := st.wal.DeleteRange(first, last); err != nil {
-			return out, broken(dir, "clear the raft log behind the installed snapshot", err)
-		}
+		behind.first, behind.last = first, last
 		first, last = 0, 0
 		st.scan.segments = nil
 	}
@@ -169,7 +170,7 @@ func (st *stores) check(log hclog.Logger, lenient bool) (startState, error) {
 		}
 	}
 	if !hasPromise {
-		return out, nil
+		return out, nil // behind is only ever set with a promise
 	}
 	if cur.Term < pr.Term || cur.VoteTerm < pr.VoteTerm || (cur.VoteTerm == pr.VoteTerm && cur.Vote != pr.Vote) {
 		if err := amnesia(fmt.Sprintf("%s holds term %d and a vote for %q in term %d, but this node promised term %d and a vote for %q in term %d (%s): it could vote twice",
@@ -192,6 +193,12 @@ func (st *stores) check(log hclog.Logger, lenient bool) (startState, error) {
 			if err := amnesia(fmt.Sprintf("the raft log in %s holds entry %d in term %d, but this node acknowledged it in term %d (%s)", walDir, pr.LastIndex, t, pr.LastTerm, promiseFile)); err != nil {
 				return out, err
 			}
+		}
+	}
+	if behind.last > 0 && !lenient {
+		log.Warn("the raft log ends before the snapshot this node installed (a crash while installing it); clearing the log as raft would have", "snapshot_index", snapIndex, "log_first", behind.first, "log_last", behind.last)
+		if err := st.wal.DeleteRange(behind.first, behind.last); err != nil {
+			return out, broken(dir, "clear the raft log behind the installed snapshot", err)
 		}
 	}
 	return out, nil
