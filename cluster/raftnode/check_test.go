@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -123,4 +124,59 @@ func TestOpenRefusesAnUnreadableLog(t *testing.T) {
 	f.Close()
 
 	wantBroken(t, openFails(t, c, tn, "Open started from a log segment with a garbage header"), tn.dir)
+}
+
+// A log that ends before the snapshot this node installed is what a crash between raft's
+// snapshot install and its clearing of the log leaves: cleared, the node starts. When the
+// node promised entries after the snapshot too, the start is refused, and the refused
+// directory, like one Inspect reads, keeps its log: nothing is cleared before every check
+// has passed (once the log was cleared, then the start refused).
+func TestALogBehindTheInstalledSnapshotIsClearedOnlyByAStart(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	tn := c.leader()
+	want := grantKeys(t, tn.n, "a%d", 5)
+	c.shutdown(tn)
+	wal, old := filepath.Join(tn.dir, "wal"), filepath.Join(t.TempDir(), "wal")
+	if err := os.CopyFS(old, os.DirFS(wal)); err != nil {
+		t.Fatal(err)
+	}
+	// plantOld puts the old log back behind the newer snapshot and returns its segments.
+	plantOld := func() []string {
+		t.Helper()
+		if err := os.RemoveAll(wal); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.CopyFS(wal, os.DirFS(old)); err != nil {
+			t.Fatal(err)
+		}
+		segs, _ := filepath.Glob(filepath.Join(wal, "*.wal"))
+		return segs
+	}
+
+	c.restart(tn)
+	c.leader()
+	grantMore(t, tn.n, want, "b%d", 5)
+	snapshotNow(t, tn.n, tn.dir)
+	last := tn.n.FSM().LastToken()
+	c.shutdown(tn)
+	plantOld()
+	c.restart(tn) // nothing promised after the snapshot: the log is cleared
+	c.leader()
+	c.converged(want, last)
+
+	grantMore(t, tn.n, want, "c%d", 5) // promised after the snapshot
+	c.shutdown(tn)
+	planted := plantOld()
+	wantBroken(t, openFails(t, c, tn, "Open started from a log that lost entries promised after the snapshot"),
+		tn.dir, "acknowledged entries up to")
+	if segs, _ := filepath.Glob(filepath.Join(wal, "*.wal")); !slices.Equal(segs, planted) {
+		t.Fatalf("the refused Open changed the log: segments %v, planted %v", segs, planted)
+	}
+	ds, err := Inspect(tn.dir, nil)
+	if err != nil || len(ds.Damage) == 0 || ds.State.LastToken != last {
+		t.Fatalf("Inspect: %+v, %v; want the snapshot's state (last token %d) and the damage", ds, err, last)
+	}
+	if segs, _ := filepath.Glob(filepath.Join(wal, "*.wal")); !slices.Equal(segs, planted) {
+		t.Fatalf("Inspect changed the log: segments %v, planted %v", segs, planted)
+	}
 }

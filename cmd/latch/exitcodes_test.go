@@ -28,6 +28,15 @@ func TestExitCodes(t *testing.T) {
 	if err := os.WriteFile(plain, []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A data directory a node must not start from: a promise without the raft.db it backs
+	// (amnesia_test.go plants the other damages).
+	damaged := filepath.Join(dir, "damaged")
+	if err := os.MkdirAll(damaged, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(damaged, "promised.json"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	rows := []struct {
 		name string
 		env  []string
@@ -116,6 +125,8 @@ func TestExitCodes(t *testing.T) {
 
 		{"server extra argument", nil, []string{"server", "x"}, exitUsage},
 		{"server bad value", nil, []string{"server", "--max-conns", "many"}, exitUsage},
+		{"server damaged data dir", nil, []string{"server", "--mode", "cluster", "--id", "n1", "--data-dir", damaged, "--bootstrap",
+			"--raft-addr", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, exitLocalIO},
 		{"version extra argument", nil, []string{"version", "x"}, exitUsage},
 	}
 	// The rows run in parallel inside one group, which ends only when they all have: the

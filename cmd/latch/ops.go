@@ -201,6 +201,10 @@ func runRecover(c *cli.Context) error {
 			fmt.Fprintf(c.App.Writer, " %s=%s(%s)", s.ID, s.Addr, s.Suffrage)
 		}
 		fmt.Fprintln(c.App.Writer)
+		// Why latch server refuses this directory; recover keeps what it holds.
+		for _, d := range ds.Damage {
+			fmt.Fprintf(c.App.Writer, "damage: %s\n", d)
+		}
 	}
 	if c.Bool("dry-run") {
 		ds, err := raftnode.Inspect(dir, nil)
