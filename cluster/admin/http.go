@@ -22,6 +22,9 @@ type Options struct {
 	// Locks, if set, serves lock inspection at GET /v1/locks and /v1/locks/show, and forced
 	// release at POST /v1/locks/release, all for the operator only (checked by Verifier).
 	Locks Locks
+	// LocksOff, when Locks is nil, is why they are off on this node: the three lock
+	// endpoints answer it with 403.
+	LocksOff error
 }
 
 // Handler returns the HTTP handler of a node. ready reports why the node cannot take
@@ -55,8 +58,14 @@ func Handler(reg *prometheus.Registry, ready func() error, o Options) http.Handl
 	if v == nil {
 		v = NewVerifier(Target{}, Credentials{}, nil)
 	}
-	if o.Locks != nil {
+	switch {
+	case o.Locks != nil:
 		locks(mux, o.Locks, v)
+	case o.LocksOff != nil:
+		off := func(w http.ResponseWriter, _ *http.Request) { writeErr(w, http.StatusForbidden, o.LocksOff) }
+		for _, p := range []string{"GET /v1/locks", "GET /v1/locks/show", "POST /v1/locks/release"} {
+			mux.HandleFunc(p, off)
+		}
 	}
 	if o.Cluster == nil {
 		notCluster := func(w http.ResponseWriter, _ *http.Request) {

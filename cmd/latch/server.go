@@ -41,7 +41,8 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "http", Value: "127.0.0.1:7402", Usage: "health and metrics `ADDR` (host:port)", EnvVars: env("HTTP")},
 			&cli.StringFlag{Name: "secret-file", Usage: "`FILE` of the client secrets, one per line (at least 32 bytes each): clients must prove one. It opens the client port only", EnvVars: env("SECRET_FILE")},
 			&cli.StringFlag{Name: "peer-secret-file", Usage: "`FILE` of the peer secrets (cluster mode; same format): nodes prove the first to each other, every line is accepted. Clients must not hold it", EnvVars: env("PEER_SECRET_FILE")},
-			&cli.StringFlag{Name: "admin-secret-file", Usage: "`FILE` of the admin secrets (cluster mode; same format): admin calls (membership, backups, restores) are signed with one", EnvVars: env("ADMIN_SECRET_FILE")},
+			&cli.StringFlag{Name: "admin-secret-file", Usage: "`FILE` of the admin secrets (same format): admin calls (lock inspection and release; in cluster mode membership, backups, restores) are signed with one. " +
+				"A single-mode node with another credential and none of this turns the lock calls off", EnvVars: env("ADMIN_SECRET_FILE")},
 			&cli.BoolFlag{Name: "insecure", Usage: "allow non-loopback addresses that no credential protects", EnvVars: env("INSECURE")},
 			&cli.IntFlag{Name: "max-pending", Value: def.MaxPending, Usage: "hard limit of unanswered acquires, waiters included: admission closes at 90% of it (answers B) and reopens below 75%", EnvVars: env("MAX_PENDING")},
 			&cli.IntFlag{Name: "max-keys", Value: def.MaxKeys, Usage: "hard limit of held keys: acquires of new keys are answered B from 90% of it and again admitted below 75%; size it about 1.2x the keys you expect", EnvVars: env("MAX_KEYS")},
@@ -172,7 +173,13 @@ func runServer(c *cli.Context) error {
 	if mem != nil {
 		opts = mem.AdminOptions(boot)
 	} else {
-		opts = admin.LocalOptions(node, boot, admin.Credentials{AdminSecrets: cred.admin, AdminCAs: tlsCfg.adminCAs}, c.String("http"), c.Bool("insecure"), log)
+		opts = admin.LocalOptions(node, admin.LocalConfig{
+			Boot:  boot,
+			Admin: admin.Credentials{AdminSecrets: cred.admin, AdminCAs: tlsCfg.adminCAs},
+			// The rule of cluster mode's checkPrincipals: a client or peer credential.
+			Credentialed: len(secrets) > 0 || len(cred.peer) > 0 || tlsCfg.peer != nil,
+			HTTP:         c.String("http"), Insecure: c.Bool("insecure"),
+		}, log)
 	}
 	opts.Pprof = c.Bool("pprof")
 	httpCfg := admin.DefaultHTTPConfig() // timeouts, header size and a connection cap (issue 11)
