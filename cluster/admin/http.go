@@ -25,10 +25,16 @@ type Options struct {
 	// LocksOff, when Locks is nil, is why they are off on this node: the three lock
 	// endpoints answer it with 403.
 	LocksOff error
+	// Hosts are the names requests may give as Host (browser.go): every request but the
+	// probes is refused when its Host is none of them, when a web page of another origin
+	// sent it, or when it is a POST that any page could send. The zero value allows IP
+	// addresses and localhost.
+	Hosts Hosts
 }
 
 // Handler returns the HTTP handler of a node. ready reports why the node cannot take
-// requests now, or nil when it can.
+// requests now, or nil when it can. Every request but the probes (/healthz, /readyz,
+// /metrics) passes o.Hosts' browser rules first (browser.go).
 func Handler(reg *prometheus.Registry, ready func() error, o Options) http.Handler {
 	mux := http.NewServeMux()
 	if o.Pprof {
@@ -80,5 +86,5 @@ func Handler(reg *prometheus.Registry, ready func() error, o Options) http.Handl
 		membership(mux, o.Cluster, v)
 		snapshots(mux, o.Cluster, v)
 	}
-	return mux
+	return guard(mux, o.Hosts)
 }

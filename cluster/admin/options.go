@@ -25,14 +25,16 @@ type LocalConfig struct {
 	// credential protects is refused the lock calls, unless Insecure.
 	HTTP     string
 	Insecure bool
+	// Hosts are the names --http answers to (NewHosts).
+	Hosts Hosts
 }
 
 // LockCalls are the admin calls of both modes that show key names or break locks.
 const LockCalls = "GET /v1/locks, GET /v1/locks/show, POST /v1/locks/release"
 
 // LocalOptions are the admin options of a single-mode node: its status (mode, boot, node
-// stats), the verifier of this run with the operator's credential, and lock inspection
-// with forced release. Those show key names and break locks, so they need the
+// stats), the verifier of this run with the operator's credential, the Host rule, and lock
+// inspection with forced release. Those show key names and break locks, so they need the
 // operator's credential when the node has any credential, and when its --http is beyond
 // loopback (unless Insecure); without it they are off: they answer 403 saying why, and log
 // says so once. Cluster mode's options come from cluster/member, whose Validate refuses to
@@ -42,6 +44,7 @@ func LocalOptions(node *cluster.Node, cfg LocalConfig, log hclog.Logger) Options
 		Status:   func() any { return map[string]any{"mode": "single", "boot": cfg.Boot, "node": node.Stats()} },
 		Verifier: NewVerifier(Target{Boot: cfg.Boot}, cfg.Admin, nil),
 		Locks:    LocalLocks{Node: node},
+		Hosts:    cfg.Hosts,
 	}
 	if cfg.Admin.Operator() {
 		return o

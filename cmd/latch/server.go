@@ -38,7 +38,11 @@ func serverCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "mode", Value: "single", Usage: "single (in memory, one process) or cluster (Raft, three or five nodes)", EnvVars: env("MODE")},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:7400", Usage: "client `ADDR` (host:port)", EnvVars: env("LISTEN")},
-			&cli.StringFlag{Name: "http", Value: "127.0.0.1:7402", Usage: "health and metrics `ADDR` (host:port)", EnvVars: env("HTTP")},
+			&cli.StringFlag{Name: "http", Value: "127.0.0.1:7402", Usage: "health, metrics and admin API `ADDR` (host:port)", EnvVars: env("HTTP")},
+			&cli.StringSliceFlag{Name: "http-allowed-host", Usage: "a `NAME` that admin calls to --http may give as their Host, besides IP addresses, localhost " +
+				"and the node's own names (the host of --http, the hostname when --http is 0.0.0.0, and in cluster mode the hosts of --advertise and --join): " +
+				"a proxy's or a Service's name. Repeat it, or separate names with commas. Other names are refused (421), against DNS rebinding; " +
+				"/healthz, /readyz and /metrics take any Host", EnvVars: env("HTTP_ALLOWED_HOST")},
 			&cli.StringFlag{Name: "secret-file", Usage: "`FILE` of the client secrets, one per line (at least 32 bytes each): clients must prove one. It opens the client port only", EnvVars: env("SECRET_FILE")},
 			&cli.StringFlag{Name: "peer-secret-file", Usage: "`FILE` of the peer secrets (cluster mode; same format): nodes prove the first to each other, every line is accepted. Clients must not hold it", EnvVars: env("PEER_SECRET_FILE")},
 			&cli.StringFlag{Name: "admin-secret-file", Usage: "`FILE` of the admin secrets (same format): admin calls (lock inspection and release; in cluster mode membership, backups, restores) are signed with one. " +
@@ -85,6 +89,10 @@ func runServer(c *cli.Context) error {
 	tlsCfg, err := loadServerTLS(c, log)
 	if err != nil {
 		return err
+	}
+	hosts, err := admin.NewHosts(c.String("http"), c.StringSlice("http-allowed-host")...)
+	if err != nil {
+		return fmt.Errorf("--http-allowed-host %w", err)
 	}
 	listen := c.String("listen")
 	if err := server.CheckListen(listen, len(secrets) > 0, c.Bool("insecure")); err != nil {
@@ -178,7 +186,7 @@ func runServer(c *cli.Context) error {
 			Admin: admin.Credentials{AdminSecrets: cred.admin, AdminCAs: tlsCfg.adminCAs},
 			// The rule of cluster mode's checkPrincipals: a client or peer credential.
 			Credentialed: len(secrets) > 0 || len(cred.peer) > 0 || tlsCfg.peer != nil,
-			HTTP:         c.String("http"), Insecure: c.Bool("insecure"),
+			HTTP:         c.String("http"), Insecure: c.Bool("insecure"), Hosts: hosts,
 		}, log)
 	}
 	opts.Pprof = c.Bool("pprof")
@@ -195,7 +203,7 @@ func runServer(c *cli.Context) error {
 	go func() { served <- hs.Serve(hln) }()
 	log.Info("latch serving", "mode", mode, "listen", ln.Addr().String(), "http", hln.Addr().String(),
 		"auth", len(secrets) > 0, "secrets", len(secrets), "peer_secrets", len(cred.peer), "admin_secrets", len(cred.admin),
-		"admin_certs", tlsCfg.adminCAs != nil, "tls", tlsCfg.client != nil, "max_conns", fds.MaxConns, "open_files_limit", fds.Limit, "http_tls", tlsCfg.http != nil, "peer_mtls", tlsCfg.peer != nil, "token_floor", nodeCfg.TokenFloor, "version", version)
+		"admin_certs", tlsCfg.adminCAs != nil, "tls", tlsCfg.client != nil, "max_conns", fds.MaxConns, "open_files_limit", fds.Limit, "http_tls", tlsCfg.http != nil, "http_hosts", opts.Hosts.Names(), "peer_mtls", tlsCfg.peer != nil, "token_floor", nodeCfg.TokenFloor, "version", version)
 
 	select {
 	case <-ctx.Done():
