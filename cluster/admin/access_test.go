@@ -93,7 +93,7 @@ func TestAccessByPrincipal(t *testing.T) {
 			{"client secret", clientSec, http.StatusUnauthorized, "--admin-secret-file"},
 			{"unsigned", nil, http.StatusUnauthorized, "--admin-secret-file"},
 		} {
-			r := httptest.NewRequest(e.method, e.path, nil)
+			r := cliRequest(e.method, e.path, nil)
 			if c2.secret != nil {
 				Sign(r, c2.secret, self, Digest(e.body), at)
 			}
@@ -106,7 +106,7 @@ func TestAccessByPrincipal(t *testing.T) {
 		if e.path == "/v1/peers" {
 			continue
 		}
-		r := httptest.NewRequest(e.method, e.path, nil)
+		r := cliRequest(e.method, e.path, nil)
 		Sign(r, peerSecret, self, Digest(e.body), at)
 		if rec, read := do(r, e.body); rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "--admin-secret-file") || read != 0 {
 			t.Errorf("%s %s with the peer secret: %d %q, %d bytes read; want 403 naming --admin-secret-file", e.method, e.path, rec.Code, rec.Body.String(), read)
@@ -117,13 +117,13 @@ func TestAccessByPrincipal(t *testing.T) {
 	}
 
 	// A peer adds itself; it may not add another node.
-	r := httptest.NewRequest("POST", "/v1/peers", nil)
+	r := cliRequest("POST", "/v1/peers", nil)
 	Sign(r, peerSecret, self, Digest(add), at)
 	if rec, _ := do(r, add); rec.Code != http.StatusOK {
 		t.Fatalf("a peer adding itself: %d %s", rec.Code, rec.Body.String())
 	}
 	other := []byte(`{"id":"n5","addr":"127.0.0.1:7401"}`)
-	r = httptest.NewRequest("POST", "/v1/peers", nil)
+	r = cliRequest("POST", "/v1/peers", nil)
 	Sign(r, peerSecret, self, Digest(other), at)
 	if rec, _ := do(r, other); rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "only lets a node add") {
 		t.Fatalf("a peer adding another node: %d %s, want 403", rec.Code, rec.Body.String())
@@ -132,7 +132,7 @@ func TestAccessByPrincipal(t *testing.T) {
 	// past its end, and nothing is applied.
 	before := c.changes.Load()
 	for _, e := range endpoints {
-		r := httptest.NewRequest(e.method, e.path, nil)
+		r := cliRequest(e.method, e.path, nil)
 		Sign(r, adminNew, self, Digest(e.body), at)
 		if rec, _ := do(r, e.body); rec.Code != http.StatusOK {
 			t.Errorf("%s %s signed with the admin secret: %d %s", e.method, e.path, rec.Code, rec.Body.String())
@@ -141,7 +141,7 @@ func TestAccessByPrincipal(t *testing.T) {
 	if got := c.changes.Load() - before; got != int32(len(endpoints)) {
 		t.Fatalf("%d of %d admin calls reached the cluster", got, len(endpoints))
 	}
-	r = httptest.NewRequest("POST", "/v1/restore?token_floor=1", nil)
+	r = cliRequest("POST", "/v1/restore?token_floor=1", nil)
 	Sign(r, adminNew, self, Digest([]byte("the backup signed")), at)
 	before = c.changes.Load()
 	if rec, _ := do(r, []byte("another backup!!!")); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "nothing was applied") {

@@ -10,6 +10,14 @@
 // the leader over the peer port's admin channel (ServeChannel, CallChannel), which the peer
 // credential authenticates: the leader does not check again what the follower verified.
 //
+// Every request but the probes (/healthz, /readyz, /metrics) must also not come from a web
+// page (browser.go): its Host is an IP address, localhost or a name of the node (Hosts,
+// against DNS rebinding), a browser's Origin is the node itself, and a POST declares a
+// JSON or binary body or is signed, which no page can send without a CORS preflight that
+// latch never grants. That holds on a node with no credential at all, so a browser on its
+// host cannot free a lock or restore a backup for a page it shows. A single-mode node with
+// a credential but not the operator's turns the lock calls off (LocalOptions).
+//
 // It never serves the lock protocol, never takes the client secret as a credential, and
 // changes lock state only by a restore, which the leader's raft node carries out.
 package admin

@@ -22,10 +22,19 @@ type Options struct {
 	// Locks, if set, serves lock inspection at GET /v1/locks and /v1/locks/show, and forced
 	// release at POST /v1/locks/release, all for the operator only (checked by Verifier).
 	Locks Locks
+	// LocksOff, when Locks is nil, is why they are off on this node: the three lock
+	// endpoints answer it with 403.
+	LocksOff error
+	// Hosts are the names requests may give as Host (browser.go): every request but the
+	// probes is refused when its Host is none of them, when a web page of another origin
+	// sent it, or when it is a POST that any page could send. The zero value allows IP
+	// addresses and localhost.
+	Hosts Hosts
 }
 
 // Handler returns the HTTP handler of a node. ready reports why the node cannot take
-// requests now, or nil when it can.
+// requests now, or nil when it can. Every request but the probes (/healthz, /readyz,
+// /metrics) passes o.Hosts' browser rules first (browser.go).
 func Handler(reg *prometheus.Registry, ready func() error, o Options) http.Handler {
 	mux := http.NewServeMux()
 	if o.Pprof {
@@ -55,8 +64,14 @@ func Handler(reg *prometheus.Registry, ready func() error, o Options) http.Handl
 	if v == nil {
 		v = NewVerifier(Target{}, Credentials{}, nil)
 	}
-	if o.Locks != nil {
+	switch {
+	case o.Locks != nil:
 		locks(mux, o.Locks, v)
+	case o.LocksOff != nil:
+		off := func(w http.ResponseWriter, _ *http.Request) { writeErr(w, http.StatusForbidden, o.LocksOff) }
+		for _, p := range []string{"GET /v1/locks", "GET /v1/locks/show", "POST /v1/locks/release"} {
+			mux.HandleFunc(p, off)
+		}
 	}
 	if o.Cluster == nil {
 		notCluster := func(w http.ResponseWriter, _ *http.Request) {
@@ -71,5 +86,5 @@ func Handler(reg *prometheus.Registry, ready func() error, o Options) http.Handl
 		membership(mux, o.Cluster, v)
 		snapshots(mux, o.Cluster, v)
 	}
-	return mux
+	return guard(mux, o.Hosts)
 }

@@ -94,7 +94,7 @@ func TestChangeOutcomeUnknownIs504(t *testing.T) {
 		{http.MethodDelete, "/v1/peers/n4", "", "latch peers list"},
 	} {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, bytes.NewReader([]byte(c.body))))
+		h.ServeHTTP(rec, cliRequest(c.method, c.path, bytes.NewReader([]byte(c.body))))
 		if rec.Code != StatusOutcomeUnknown || !bytes.Contains(rec.Body.Bytes(), []byte(c.check)) {
 			t.Errorf("%s %s with an unknown outcome: %d %s", c.method, c.path, rec.Code, rec.Body.String())
 		}

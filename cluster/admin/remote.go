@@ -52,7 +52,8 @@ func (a Remote) Call(ctx context.Context, method, path string, body, secret []by
 }
 
 // Do sends an admin request and returns the answer's headers and body (at most limit
-// bytes), turning a non-2xx answer into a *StatusError. With secret, it first asks the
+// bytes), turning a non-2xx answer into a *StatusError. A POST says its Content-Type
+// (ContentType), and the Host is the one of the address the remote was made with. With secret, it first asks the
 // node's /v1/status for its id and boot id, on the same connection, and signs the call for
 // them: a signature is good on that node, in that run, once.
 func (a Remote) Do(ctx context.Context, method, path string, body, secret []byte, limit int64) (http.Header, []byte, error) {
@@ -61,6 +62,9 @@ func (a Remote) Do(ctx context.Context, method, path string, body, secret []byte
 	req, err := http.NewRequestWithContext(ctx, method, a.base+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, err
+	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", ContentType(path)) // a POST without it is refused (browser.go)
 	}
 	if secret != nil {
 		var to Target

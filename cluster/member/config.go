@@ -60,6 +60,11 @@ type Config struct {
 	HTTP    string
 	HTTPTLS *tls.Config
 
+	// HTTPHosts (--http-allowed-host) are names, besides the node's own, that requests to
+	// HTTP may give as Host: a proxy's, or a Service's other than --join's. AdminOptions
+	// allows them with IP addresses, localhost and the node's own names (hosts).
+	HTTPHosts []string
+
 	// AcceptLegacyPeers admits Raft connections from peers of an older latch that state no
 	// identity (--accept-legacy-peers).
 	AcceptLegacyPeers bool
@@ -115,6 +120,9 @@ func (c Config) Validate() error {
 			"--http-tls, so that admin calls need a client certificate)"); err != nil {
 		return err
 	}
+	if _, err := c.hosts(); err != nil {
+		return fmt.Errorf("--http-allowed-host %w", err)
+	}
 	if c.Join != "" && len(c.Peer.Secrets) == 0 && c.Peer.TLS != nil && !strings.HasPrefix(c.Join, "https://") {
 		return fmt.Errorf("--join %s: a node proves its own join with its first --peer-secret-file line, or with its certificate "+
 			"over an https:// --join (the cluster's --http-tls): give --peer-secret-file, or join through https://", c.Join)
@@ -155,6 +163,15 @@ func (c Config) advertise() string {
 		return c.Raft.InitialCluster[i].Addr
 	}
 	return c.Listen
+}
+
+// hosts are the names HTTP answers to (admin.Hosts): HTTPHosts and the names this node is
+// reached by: the host of --http, of its peer address (advertise: the same machine, another
+// port) and of --join, which in Kubernetes is the Service in front of every node that joining
+// nodes call, this one included.
+func (c Config) hosts() (admin.Hosts, error) {
+	h, err := admin.NewHosts(c.HTTP, c.HTTPHosts...)
+	return h.With(c.advertise(), c.Join), err
 }
 
 // logger returns c.Logger, or one that drops everything.

@@ -38,6 +38,8 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		}, ""},
 		{"no http", func(c *Config) { c.HTTP = "" }, "--http"},
 		{"advertise differs", func(c *Config) { c.Raft.InitialCluster, c.Raft.Advertise = initial, "127.0.0.1:9999" }, "--advertise is"},
+		{"allowed hosts", func(c *Config) { c.HTTPHosts = []string{"latch.ns.svc", "proxy.example:443"} }, ""},
+		{"allowed host not a name", func(c *Config) { c.HTTPHosts = []string{"evil example"} }, `--http-allowed-host "evil example"`},
 	} {
 		cfg := base()
 		c.mut(&cfg)
@@ -66,6 +68,22 @@ func TestAdvertise(t *testing.T) {
 	c.Raft.Advertise = "a.latch:7401"
 	if got := c.advertise(); got != "a.latch:7401" {
 		t.Errorf("--advertise: %q", got)
+	}
+}
+
+// HTTP answers to the names the node is reached by: its --http, --advertise (or its entry in
+// --initial-cluster) and --join hosts, and --http-allowed-host.
+func TestHosts(t *testing.T) {
+	c := DefaultConfig()
+	c.Raft.ID, c.Listen, c.HTTP = "a", "0.0.0.0:7401", "a.http.example:7402"
+	c.Raft.InitialCluster = []raftnode.Peer{{ID: "a", Addr: "a.latch-peers:7401"}, {ID: "b", Addr: "b.latch-peers:7401"}}
+	c.Join, c.HTTPHosts = "https://latch:7402", []string{"Latch.NS.svc."}
+	h, err := c.hosts()
+	if got, want := strings.Join(h.Names(), ","), "a.http.example,a.latch-peers,latch,latch.ns.svc"; err != nil || got != want {
+		t.Fatalf("names %s, %v; want %s", got, err, want)
+	}
+	if h.Allows("b.latch-peers:7402") || !h.Allows("latch:7402") {
+		t.Fatal("another member's name passes, or the --join Service's does not")
 	}
 }
 

@@ -237,10 +237,13 @@ func (m *Member) Locks() admin.Locks {
 }
 
 // AdminOptions are this member's admin options for HTTP (cmd adds Pprof): its status
-// (mode, id, boot, node stats, raft status), membership and backups, lock inspection, and
-// the verifier of calls made to this node and run (boot) with Config.Admin.
+// (mode, id, boot, node stats, raft status), membership and backups, lock inspection, the
+// verifier of calls made to this node and run (boot) with Config.Admin, and the names HTTP
+// answers to (Config.hosts, checked by Validate).
 func (m *Member) AdminOptions(boot string) admin.Options {
+	hosts, _ := m.cfg.hosts()
 	return admin.Options{
+		Hosts: hosts,
 		Status: func() any {
 			return map[string]any{"mode": "cluster", "id": m.id, "boot": boot, "node": m.node.Stats(), "raft": m.raft.Status()}
 		},

@@ -70,7 +70,7 @@ func memberConfig(c *cli.Context, log hclog.Logger, cred credentials, tlsCfg ser
 	// The peer port takes the peer secrets only: the client secret opens none of it.
 	cfg.Peer.Secrets, cfg.Peer.TLS, cfg.Peer.ClientTLS = cred.peer, tlsCfg.peer, tlsCfg.dial
 	cfg.Listen, cfg.Join, cfg.JoinTLS = c.String("raft-addr"), c.String("join"), tlsCfg.admin
-	cfg.HTTP, cfg.HTTPTLS = c.String("http"), tlsCfg.http
+	cfg.HTTP, cfg.HTTPTLS, cfg.HTTPHosts = c.String("http"), tlsCfg.http, c.StringSlice("http-allowed-host")
 	cfg.AcceptLegacyPeers, cfg.Insecure = c.Bool("accept-legacy-peers"), c.Bool("insecure")
 	cfg.Admin = admin.Credentials{AdminSecrets: cred.admin, PeerSecrets: cred.peer, AdminCAs: tlsCfg.adminCAs, PeerCAs: tlsCfg.peerCAs}
 	return cfg, nil

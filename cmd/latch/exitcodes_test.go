@@ -37,6 +37,8 @@ func TestExitCodes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(damaged, "promised.json"), []byte("{}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A server with a client secret and no admin credential: its lock calls are off.
+	off := startServer(t, nil, "--secret-file", writeSecretFile(t, dir, "client", clientSecretValue))
 	rows := []struct {
 		name string
 		env  []string
@@ -102,6 +104,9 @@ func TestExitCodes(t *testing.T) {
 		{"locks release bad token", nil, []string{"locks", "release", "--http", p.http, "--token", "0", "held"}, exitUsage},
 		{"locks release not held", nil, []string{"locks", "release", "--http", p.http, "--token", "99", "held"}, exitNotHeld},
 		{"locks release free key", nil, []string{"locks", "release", "--http", p.http, "free"}, exitNotHeld},
+		{"locks off (client secret, no admin credential)", nil, []string{"locks", "--http", off.http}, exitUnavailable},
+		{"locks show off", nil, []string{"locks", "show", "--http", off.http, "k"}, exitUnavailable},
+		{"locks release off", nil, []string{"locks", "release", "--http", off.http, "k"}, exitUnavailable},
 
 		{"peers bare", nil, []string{"peers"}, exitUsage},
 		{"peers unknown", nil, []string{"peers", "bogus"}, exitUsage},

@@ -22,7 +22,9 @@ func locksCommand() *cli.Command {
 		Usage: "list held locks (key, token, lease left, waiters) as the leader sees them; show or release one",
 		Description: "Read through any node's --http from the leader, and only from a leader that has confirmed it\n" +
 			"still leads. The list is fetched page by page in key order. Every call needs the admin\n" +
-			"credential when the server has one (--admin-secret-file, or a certificate of --admin-tls-ca).",
+			"credential when the server has one (--admin-secret-file, or a certificate of --admin-tls-ca).\n" +
+			"A single-mode server with another credential (--secret-file) but no admin one has these\n" +
+			"calls off: they are refused (exit 69) until it is restarted with --admin-secret-file.",
 		Flags: append(adminFlags(),
 			&cli.StringFlag{Name: "prefix", Usage: "only keys that start with `P`"},
 			&cli.IntFlag{Name: "limit", Usage: "list at most `N` keys (0: all)"},

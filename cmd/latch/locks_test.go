@@ -1,15 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/cluster/clustertest"
+	"github.com/latchd/latch/wire"
+	"github.com/latchd/latch/wire/wiretest"
 )
 
 // locksLab is a server (single mode or a cluster) with the three secrets, and how to reach
@@ -145,4 +151,121 @@ func matchedUint(t *testing.T, re, out string) uint64 {
 		t.Fatalf("%s in %q: %v", re, out, err)
 	}
 	return n
+}
+
+// rawCall sends one admin request to the node at httpAddr as a browser (or anyone) may:
+// with host as its Host header and the origin and ctype headers when not empty. It returns
+// the status code and the body.
+func rawCall(t *testing.T, httpAddr, method, path, host, origin, ctype string, body []byte) (int, string) {
+	t.Helper()
+	r, err := http.NewRequest(method, "http://"+httpAddr+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Host = host
+	if origin != "" {
+		r.Header.Set("Origin", origin)
+	}
+	if ctype != "" {
+		r.Header.Set("Content-Type", ctype)
+	}
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(r)
+	if err != nil {
+		t.Fatalf("%s %s to %s: %v", method, path, httpAddr, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// logLine is the first JSON log line of p whose message is msg, or nil.
+func (p *proc) logLine(msg string) map[string]any {
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		var l map[string]any
+		if json.Unmarshal([]byte(line), &l) == nil && l["@message"] == msg {
+			return l
+		}
+	}
+	return nil
+}
+
+// heldOn checks that key is held on the node at listen (stillHeld, from a new session
+// proving secret).
+func heldOn(t *testing.T, listen string, secret []byte, key string) {
+	t.Helper()
+	c := wiretest.Dial(t, listen)
+	defer c.Close()
+	c.Hello(t, secret)
+	stillHeld(t, c, key)
+}
+
+// TestSingleModeLockCallsNeedTheAdminCredential: a single-mode server with a client secret
+// and no admin credential turns the calls that show key names or break locks off, says so
+// at start in one line naming them and the flag that turns them on, and refuses them (the
+// CLI verbs exit 69 saying why); nothing is released. With an admin credential they work
+// with it, and are refused without it.
+func TestSingleModeLockCallsNeedTheAdminCredential(t *testing.T) {
+	t.Parallel()
+	sec := newTestSecrets(t)
+	const key = "tenant-9/private-key-name"
+	off := startServer(t, nil, "--secret-file", sec.client)
+	line := off.logLine("lock inspection and forced release are off")
+	if line == nil || line["calls"] != admin.LockCalls || !strings.Contains(line["turn_on"].(string), "--admin-secret-file") {
+		t.Fatalf("start log: %v; want one line naming %s and --admin-secret-file:\n%s", line, admin.LockCalls, off.stderr.String())
+	}
+	if n := strings.Count(off.stderr.String(), "lock inspection and forced release are off"); n != 1 {
+		t.Fatalf("the warning is logged %d times, want once", n)
+	}
+	c := wiretest.Dial(t, off.listen)
+	c.Hello(t, []byte(clientSecretValue))
+	if r := c.Do(t, wiretest.Acquire(1, 0, 3600, key)); r.Op != wire.OpAcquire {
+		t.Fatalf("acquire: %s", wiretest.Describe(r))
+	}
+	for _, e := range []struct{ method, path, ctype string }{
+		{"GET", "/v1/locks", ""},
+		{"GET", "/v1/locks/show?key=" + key, ""},
+		{"POST", "/v1/locks/release", "application/json"},
+	} {
+		code, body := rawCall(t, off.http, e.method, e.path, off.http, "", e.ctype, []byte(`{"key":"`+key+`"}`))
+		if code != http.StatusForbidden || !strings.Contains(body, "off on this node") || !strings.Contains(body, "--admin-secret-file") || strings.Contains(body, key) {
+			t.Errorf("%s %s on a node with a client secret only: %d %s; want 403 naming --admin-secret-file", e.method, e.path, code, body)
+		}
+	}
+	// The finding as reported: a text/plain POST from the host frees nothing.
+	if code, body := rawCall(t, off.http, "POST", "/v1/locks/release", off.http, "", "text/plain", []byte(`{"key":"`+key+`"}`)); code < 400 {
+		t.Errorf("text/plain POST /v1/locks/release: %d %s", code, body)
+	}
+	for _, args := range [][]string{{"locks", "--http", off.http}, {"locks", "show", "--http", off.http, key}, {"locks", "release", "--http", off.http, key}} {
+		if code, out := run(t, nil, args...); code != exitUnavailable || !strings.Contains(out, "off on this node") {
+			t.Errorf("latch %v against it: exit %d, %q; want 69 saying the calls are off", args, code, out)
+		}
+	}
+	heldOn(t, off.listen, []byte(clientSecretValue), key)
+
+	// With the admin credential: the calls work signed, and are refused unsigned.
+	on := startServer(t, nil, "--secret-file", sec.client, "--admin-secret-file", sec.admin)
+	if on.logLine("lock inspection and forced release are off") != nil {
+		t.Fatalf("a node with the admin credential logs that the lock calls are off:\n%s", on.stderr.String())
+	}
+	c2 := wiretest.Dial(t, on.listen)
+	c2.Hello(t, []byte(clientSecretValue))
+	if r := c2.Do(t, wiretest.Acquire(1, 0, 3600, key)); r.Op != wire.OpAcquire {
+		t.Fatalf("acquire: %s", wiretest.Describe(r))
+	}
+	if code, body := rawCall(t, on.http, "GET", "/v1/locks", on.http, "", "", nil); code != http.StatusUnauthorized || strings.Contains(body, key) {
+		t.Errorf("unsigned GET /v1/locks: %d %s, want 401", code, body)
+	}
+	if code, body := rawCall(t, on.http, "POST", "/v1/locks/release", on.http, "", "application/json", []byte(`{"key":"`+key+`"}`)); code != http.StatusUnauthorized {
+		t.Errorf("unsigned POST /v1/locks/release: %d %s, want 401", code, body)
+	}
+	heldOn(t, on.listen, []byte(clientSecretValue), key)
+	if code, out := run(t, nil, "locks", "--http", on.http, "--admin-secret-file", sec.admin); code != 0 || !strings.Contains(out, key) {
+		t.Fatalf("latch locks with the admin secret: exit %d, %q", code, out)
+	}
+	if code, out := run(t, nil, "locks", "release", "--http", on.http, "--admin-secret-file", sec.admin, key); code != 0 || !strings.Contains(out, "released "+key) {
+		t.Fatalf("latch locks release with the admin secret: exit %d, %q", code, out)
+	}
 }

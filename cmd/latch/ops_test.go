@@ -236,7 +236,7 @@ func TestSnapshotSaveRestoreThroughTheCLI(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer nc.Close()
-		fmt.Fprintf(nc, "POST /v1/restore?token_floor=5 HTTP/1.1\r\nHost: latch\r\nContent-Length: 900000000\r\n\r\n")
+		fmt.Fprintf(nc, "POST /v1/restore?token_floor=5 HTTP/1.1\r\nHost: %s\r\nContent-Type: application/octet-stream\r\nContent-Length: 900000000\r\n\r\n", dst.http[df])
 		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 		resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
 		if err != nil || resp.StatusCode != http.StatusUnauthorized {

@@ -139,7 +139,7 @@ func streamRestore(t *testing.T, httpAddr string, call capturedCall, size int64)
 	}
 	defer nc.Close()
 	var head strings.Builder
-	fmt.Fprintf(&head, "%s %s HTTP/1.1\r\nHost: latch\r\nContent-Length: %d\r\n", call.method, call.path, size)
+	fmt.Fprintf(&head, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n", call.method, call.path, httpAddr, size)
 	for k, vs := range call.header {
 		for _, v := range vs {
 			fmt.Fprintf(&head, "%s: %s\r\n", k, v)

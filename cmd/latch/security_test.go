@@ -191,7 +191,7 @@ func TestPrincipalsAreSeparate(t *testing.T) {
 					t.Errorf("%s %s %s signed with a %d-secret: %d %s; want %d naming --admin-secret-file", p.http, e.method, e.path, c.code, code, body, c.code)
 				}
 			}
-			unsigned := capturedCall{method: e.method, path: e.path, header: http.Header{}, body: e.body}
+			unsigned := capturedCall{method: e.method, path: e.path, header: http.Header{"Content-Type": {admin.ContentType(e.path)}}, body: e.body}
 			if code, body := unsigned.send(t, p.http); code != 401 || !bytes.Contains(body, []byte("--admin-secret-file")) {
 				t.Errorf("%s %s %s unsigned: %d %s", p.http, e.method, e.path, code, body)
 			}

@@ -39,10 +39,15 @@ func serverCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "mode", Value: "single", Usage: "single (in memory, one process) or cluster (Raft, three or five nodes)", EnvVars: env("MODE")},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:7400", Usage: "client `ADDR` (host:port)", EnvVars: env("LISTEN")},
-			&cli.StringFlag{Name: "http", Value: "127.0.0.1:7402", Usage: "health and metrics `ADDR` (host:port)", EnvVars: env("HTTP")},
+			&cli.StringFlag{Name: "http", Value: "127.0.0.1:7402", Usage: "health, metrics and admin API `ADDR` (host:port)", EnvVars: env("HTTP")},
+			&cli.StringSliceFlag{Name: "http-allowed-host", Usage: "a `NAME` that admin calls to --http may give as their Host, besides IP addresses, localhost " +
+				"and the node's own names (the host of --http, the hostname when --http is 0.0.0.0, and in cluster mode the hosts of --advertise and --join): " +
+				"a proxy's or a Service's name. Repeat it, or separate names with commas. Other names are refused (421), against DNS rebinding; " +
+				"/healthz, /readyz and /metrics take any Host", EnvVars: env("HTTP_ALLOWED_HOST")},
 			&cli.StringFlag{Name: "secret-file", Usage: "`FILE` of the client secrets, one per line (at least 32 bytes each): clients must prove one. It opens the client port only", EnvVars: env("SECRET_FILE")},
 			&cli.StringFlag{Name: "peer-secret-file", Usage: "`FILE` of the peer secrets (cluster mode; same format): nodes prove the first to each other, every line is accepted. Clients must not hold it", EnvVars: env("PEER_SECRET_FILE")},
-			&cli.StringFlag{Name: "admin-secret-file", Usage: "`FILE` of the admin secrets (cluster mode; same format): admin calls (membership, backups, restores) are signed with one", EnvVars: env("ADMIN_SECRET_FILE")},
+			&cli.StringFlag{Name: "admin-secret-file", Usage: "`FILE` of the admin secrets (same format): admin calls (lock inspection and release; in cluster mode membership, backups, restores) are signed with one. " +
+				"A single-mode node with another credential and none of this turns the lock calls off", EnvVars: env("ADMIN_SECRET_FILE")},
 			&cli.BoolFlag{Name: "insecure", Usage: "allow non-loopback addresses that no credential protects", EnvVars: env("INSECURE")},
 			&cli.IntFlag{Name: "max-pending", Value: def.MaxPending, Usage: "hard limit of unanswered acquires, waiters included: admission closes at 90% of it (answers B) and reopens below 75%", EnvVars: env("MAX_PENDING")},
 			&cli.IntFlag{Name: "max-keys", Value: def.MaxKeys, Usage: "hard limit of held keys: acquires of new keys are answered B from 90% of it and again admitted below 75%; size it about 1.2x the keys you expect", EnvVars: env("MAX_KEYS")},
@@ -85,6 +90,10 @@ func runServer(c *cli.Context) error {
 	tlsCfg, err := loadServerTLS(c, log)
 	if err != nil {
 		return err
+	}
+	hosts, err := admin.NewHosts(c.String("http"), c.StringSlice("http-allowed-host")...)
+	if err != nil {
+		return fmt.Errorf("--http-allowed-host %w", err)
 	}
 	listen := c.String("listen")
 	if err := server.CheckListen(listen, len(secrets) > 0, c.Bool("insecure")); err != nil {
@@ -176,7 +185,13 @@ func runServer(c *cli.Context) error {
 	if mem != nil {
 		opts = mem.AdminOptions(boot)
 	} else {
-		opts = admin.LocalOptions(node, boot, admin.Credentials{AdminSecrets: cred.admin, AdminCAs: tlsCfg.adminCAs}, c.String("http"), c.Bool("insecure"), log)
+		opts = admin.LocalOptions(node, admin.LocalConfig{
+			Boot:  boot,
+			Admin: admin.Credentials{AdminSecrets: cred.admin, AdminCAs: tlsCfg.adminCAs},
+			// The rule of cluster mode's checkPrincipals: a client or peer credential.
+			Credentialed: len(secrets) > 0 || len(cred.peer) > 0 || tlsCfg.peer != nil,
+			HTTP:         c.String("http"), Insecure: c.Bool("insecure"), Hosts: hosts,
+		}, log)
 	}
 	opts.Pprof = c.Bool("pprof")
 	httpCfg := admin.DefaultHTTPConfig() // timeouts, header size and a connection cap (issue 11)
@@ -192,7 +207,7 @@ func runServer(c *cli.Context) error {
 	go func() { served <- hs.Serve(hln) }()
 	log.Info("latch serving", "mode", mode, "listen", ln.Addr().String(), "http", hln.Addr().String(),
 		"auth", len(secrets) > 0, "secrets", len(secrets), "peer_secrets", len(cred.peer), "admin_secrets", len(cred.admin),
-		"admin_certs", tlsCfg.adminCAs != nil, "tls", tlsCfg.client != nil, "max_conns", fds.MaxConns, "open_files_limit", fds.Limit, "http_tls", tlsCfg.http != nil, "peer_mtls", tlsCfg.peer != nil, "token_floor", nodeCfg.TokenFloor, "version", version)
+		"admin_certs", tlsCfg.adminCAs != nil, "tls", tlsCfg.client != nil, "max_conns", fds.MaxConns, "open_files_limit", fds.Limit, "http_tls", tlsCfg.http != nil, "http_hosts", opts.Hosts.Names(), "peer_mtls", tlsCfg.peer != nil, "token_floor", nodeCfg.TokenFloor, "version", version)
 
 	select {
 	case <-ctx.Done():
