@@ -140,7 +140,7 @@ func (st *stores) check(log hclog.Logger, lenient bool) (startState, error) {
 	// only for the snapshot this node promised as its newest state; any other such pair is
 	// two histories.
 	stale := last > 0 && last < snapIndex
-	if stale && (!hasPromise || pr.SnapshotIndex != snapIndex || pr.SnapshotTerm != snapTerm || pr.LastIndex > snapIndex) {
+	if stale && (!hasPromise || pr.SnapshotIndex != snapIndex || pr.SnapshotTerm != snapTerm) {
 		return out, walBroken(dir, fmt.Sprintf("the newest snapshot (index %d, term %d) is newer than the raft log in %s that claims to continue it (entries %d to %d), and this node never promised that snapshot as its newest state", snapIndex, snapTerm, walDir, first, last))
 	}
 	if !stale && last > snapIndex {
