@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -201,6 +202,24 @@ func stateOf(nodes []*raftNode) clusterState {
 	return s
 }
 
+// agreed waits until every node has the same leader, term and last index (a follower may
+// still be catching up from the last command, which would read as a change an attack made),
+// and returns that state.
+func agreed(t *testing.T, nodes []*raftNode) clusterState {
+	t.Helper()
+	var s clusterState
+	eventually(t, "the nodes agree on leader, term and last index", func() bool {
+		s = stateOf(nodes)
+		for i := range s.term {
+			if s.term[i] != s.term[0] || s.last[i] != s.last[0] || strings.HasPrefix(string(s.leader), "split") || s.leader == "" {
+				return false
+			}
+		}
+		return true
+	})
+	return s
+}
+
 func (s clusterState) String() string {
 	return fmt.Sprintf("leader %s, terms %v, last indexes %v, applied %q", s.leader, s.term, s.last, s.applied)
 }
@@ -354,7 +373,7 @@ func attackAll(t *testing.T, nodes []*raftNode, dial func(string, time.Duration)
 	}
 	for _, rpc := range rpcs {
 		for _, target := range []*raftNode{l, follower} {
-			before := stateOf(nodes)
+			before := agreed(t, nodes)
 			err := rpc.send(newAttacker(t, dial), target)
 			if err == nil {
 				t.Fatalf("%s to %s succeeded without credentials", rpc.name, target.id)
