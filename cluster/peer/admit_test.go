@@ -159,7 +159,8 @@ func TestPerSourceCap(t *testing.T) {
 // it is closed and more than the table holds, does not keep a member out. On one host the
 // flood and the member are told apart only by how fast they speak, and the flood evicts
 // thousands of connections a second, so a member's dial can lose the race now and then
-// (raft dials again at once); within three attempts each of 50 connects gets through.
+// (raft dials again at once); within six attempts each of 50 connects gets through (three
+// was lost once with the whole suite and other test runs on both cores).
 // Run with -race -count=5.
 func TestSilentFloodFromOwnSourceLetsMembersIn(t *testing.T) {
 	cfg := testConfig(t, secretNew)
@@ -179,7 +180,7 @@ func TestSilentFloodFromOwnSourceLetsMembersIn(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
-	const connects, attempts = 50, 3
+	const connects, attempts = 50, 6
 	start := time.Now()
 	var worst time.Duration
 	lost := 0
