@@ -175,6 +175,10 @@ func (st *stores) check(log hclog.Logger, lenient bool) (startState, error) {
 		if err := st.comparePromise(&out, pr, amnesia, snapIndex, last); err != nil {
 			return out, err
 		}
+		if st.lagging {
+			log.Warn("promised.json is older than raft.db (an older latch ran on this directory, or a write of the promise failed): the log's end is not checked at this start",
+				"promised_term", pr.Term, "term", out.cur.Term)
+		}
 	}
 	if stale && !lenient {
 		log.Warn("the raft log ends before the snapshot this node installed (a crash while installing it); clearing the log as raft would have", "snapshot_index", snapIndex, "log_first", first)
@@ -193,6 +197,14 @@ func (st *stores) comparePromise(out *startState, pr promise, amnesia func(strin
 			filepath.Join(dir, "raft.db"), cur.Term, cur.Vote, cur.VoteTerm, pr.Term, pr.Vote, pr.VoteTerm, promiseFile)); err != nil {
 			return err
 		}
+	}
+	if cur.Term > pr.Term {
+		// Every term change is written to the promise as it happens, so raft.db ahead of
+		// it means the promise lags: an older latch ran on this directory (it keeps no
+		// promise, and may have cleared a tail since), or a write of it failed. Its log
+		// end is then no promise; the next write makes it one again.
+		st.lagging = true
+		return nil
 	}
 	end, promised := max(last, snapIndex), max(pr.LastIndex, pr.SnapshotIndex)
 	if t := st.scan.tail(); t != nil && t.missing && promised >= t.info.BaseIndex {

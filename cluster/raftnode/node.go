@@ -211,8 +211,8 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return fail(fmt.Errorf("raftnode: log cache: %w", err))
 	}
-	stable := promisedStable{StableStore: store, k: n.promise}
-	snapStore := promisedSnapshots{SnapshotStore: snaps, k: n.promise}
+	stable := promisedStable{StableStore: store, k: n.promise, log: n.log}
+	snapStore := promisedSnapshots{SnapshotStore: snaps, k: n.promise, log: n.log}
 	var servers []raft.Server
 	switch {
 	case existing:

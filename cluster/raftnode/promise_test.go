@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
@@ -285,7 +286,7 @@ func TestPromiseKeepsVote(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bolt.Close()
-	s := promisedStable{StableStore: bolt, k: newKeeper(dir, promise{})}
+	s := promisedStable{StableStore: bolt, k: newKeeper(dir, promise{}), log: hclog.NewNullLogger()}
 	if err := s.SetUint64(keyCurrentTerm, 7); err != nil {
 		t.Fatal(err)
 	}
@@ -336,5 +337,31 @@ func TestRecoverAfterAmnesia(t *testing.T) {
 	c.restart(tn)
 	if tok := grant(t, c.leader().n, "after"); tok != 1001 {
 		t.Fatalf("first grant after recovery = %d, want 1001", tok)
+	}
+}
+
+// A promise behind raft.db's term is what an older latch leaves (it keeps none, and may
+// have cleared a tail meanwhile): the start goes ahead without holding the log to it, and
+// the promise is brought up to date.
+func TestPromiseOlderThanRaftDBStarts(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	tn := c.leader()
+	want := grantKeys(t, tn.n, "k%d", 20)
+	last := tn.n.FSM().LastToken()
+	c.shutdown(tn)
+	p, _, _ := readPromise(tn.dir)
+	p.Term--
+	p.LastIndex += 1000 // entries the older latch's new leader cleared
+	if err := writePromise(tn.dir, p); err != nil {
+		t.Fatal(err)
+	}
+	c.restart(tn)
+	tn = c.leader()
+	if !fsmEquals(tn.n.FSM(), want, last) {
+		t.Fatal("locks lost")
+	}
+	c.shutdown(tn)
+	if q, _, _ := readPromise(tn.dir); q.LastIndex >= p.LastIndex || q.Term <= p.Term {
+		t.Fatalf("promise %+v not brought up to date (was %+v)", q, p)
 	}
 }

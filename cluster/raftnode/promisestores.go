@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -18,11 +19,14 @@ var (
 )
 
 // promisedStable is raft.db as raft sees it: a term or vote is written to the promise right
-// after raft.db has it, before raft acts on it. A failed promise write fails the call, so
-// raft does not vote on a vote it could forget.
+// after raft.db has it, before raft acts on it. raft.db holds the vote durably either way,
+// so a failed promise write (a full disk) is logged, not returned: raft panics when it
+// cannot save a term, and the promise is written again every promiseInterval until it
+// holds. A start that finds raft.db ahead of the promise checks term and vote only.
 type promisedStable struct {
 	raft.StableStore
-	k *keeper
+	k   *keeper
+	log hclog.Logger
 }
 
 func (s promisedStable) Set(key, val []byte) error {
@@ -49,7 +53,12 @@ func (s promisedStable) SetUint64(key []byte, val uint64) error {
 	return s.promise(func(p *promise) { p.Term = val })
 }
 
-func (s promisedStable) promise(fn func(p *promise)) error { return s.k.change(fn) }
+func (s promisedStable) promise(fn func(p *promise)) error {
+	if err := s.k.change(fn); err != nil {
+		s.log.Error("cannot write the term and vote to the promise; raft.db holds them", "error", err)
+	}
+	return nil
+}
 
 // promisedLog is the raft log as raft sees it. An append moves the promised end once it is
 // durable (raft-wal has fsynced it when StoreLogs returns); the keeper writes it later. A
@@ -117,10 +126,13 @@ func (l promisedLog) DeleteRange(min, max uint64) error {
 }
 
 // promisedSnapshots is the snapshot store as raft sees it: a snapshot that was written
-// completely (its sink closed without error) is promised at once.
+// completely (its sink closed without error) is promised at once. A failed promise write
+// is logged, not returned: the snapshot is whole, and a promise that lags only weakens the
+// next start's check.
 type promisedSnapshots struct {
 	raft.SnapshotStore
-	k *keeper
+	k   *keeper
+	log hclog.Logger
 }
 
 func (s promisedSnapshots) Create(version raft.SnapshotVersion, index, term uint64, conf raft.Configuration,
@@ -129,12 +141,13 @@ func (s promisedSnapshots) Create(version raft.SnapshotVersion, index, term uint
 	if err != nil {
 		return nil, err
 	}
-	return &promisedSink{SnapshotSink: sink, k: s.k, index: index, term: term}, nil
+	return &promisedSink{SnapshotSink: sink, k: s.k, log: s.log, index: index, term: term}, nil
 }
 
 type promisedSink struct {
 	raft.SnapshotSink
 	k           *keeper
+	log         hclog.Logger
 	index, term uint64
 }
 
@@ -142,11 +155,15 @@ func (s *promisedSink) Close() error {
 	if err := s.SnapshotSink.Close(); err != nil {
 		return err
 	}
-	return s.k.change(func(p *promise) {
+	err := s.k.change(func(p *promise) {
 		if s.index > p.SnapshotIndex {
 			p.SnapshotIndex, p.SnapshotTerm = s.index, s.term
 		}
 	})
+	if err != nil {
+		s.log.Error("cannot write the new snapshot to the promise", "snapshot_index", s.index, "error", err)
+	}
+	return nil
 }
 
 var _ io.Closer = (*promisedSink)(nil)

@@ -30,6 +30,9 @@ type stores struct {
 	meta  *metadb.BoltMetaDB // the WAL's metadata: its own Close leaves it open, so we close it
 	snaps *raft.FileSnapshotStore
 	scan  walScan // the raft log as scanWAL verified it before raft-wal opened it
+	// lagging: check found raft.db's term ahead of the promise, so it did not hold the log
+	// to the promise's end.
+	lagging bool
 }
 
 // openStores opens (or creates) the stores in dir. On error it closes what it opened.
