@@ -76,6 +76,10 @@ const (
 	MaxAge = 1<<32 - 1
 )
 
-// maxValidFrame is the longest frame a correct peer ever sends: R with a
-// MaxKey key. MaxFrame leaves room above it.
+// maxValidFrame is the longest frame a correct peer ever sends on a latch/1
+// connection: R with a MaxKey key. MaxFrame leaves room above it.
 const maxValidFrame = 1 + 16 + MaxKey + 1
+
+// maxValidFrameLeases is the longest frame a correct peer ever sends on a
+// connection with FlagLeases: L (extend) with a MaxKey key, 148 bytes.
+const maxValidFrameLeases = 1 + 18 + MaxKey + 1
