@@ -2,6 +2,7 @@ package wire
 
 import (
 	"testing"
+	"time"
 )
 
 // The hot paths must not allocate: a server decodes every request and
@@ -105,5 +106,65 @@ func sampleRequests() []Request {
 		{Op: OpPing, Owner: 1234},
 		{Op: OpHello, Hello: Hello{Version: Version, Nonce: nonce(5)}},
 		{Op: OpProof, Proof: proofOf(6)},
+	}
+}
+
+// TestLeasesAllocs: the frames of revision 2 are on the hot path too, and SetFlags, the
+// negotiation helpers and the age do not allocate either.
+func TestLeasesAllocs(t *testing.T) {
+	extend := ext(1234, 99, 30, "orders/42")
+	d := NewRequestDecoder()
+	d.SetFlags(FlagLeases)
+	assertNoAllocs(t, "extend whole", func() { decodeFrame(t, d, extend) })
+	assertNoAllocs(t, "extend split in header", func() { decodeFrame(t, d, extend[:12], extend[12:]) })
+	assertNoAllocs(t, "extend split in key", func() { decodeFrame(t, d, extend[:21], extend[21:]) })
+	assertNoAllocs(t, "check extend", func() {
+		decodeFrame(t, d, extend)
+		if d.Request().Check() != "" {
+			t.Fatal("extend invalid")
+		}
+	})
+	r := NewResponseDecoder()
+	r.SetFlags(FlagLeases)
+	for _, f := range [][]byte{granted(1234, 1<<40, 1500), frame('L', u64(1234)), frame('N', u64(1234))} {
+		assertNoAllocs(t, "revised response "+string(f[0]), func() { decodeFrame(t, r, f) })
+	}
+	unsupported := frame('E', u64(7), []byte(ReasonUnsupported))
+	assertNoAllocs(t, "error unsupported", func() {
+		decodeFrame(t, r, unsupported)
+		if r.Response().Reason != ReasonUnsupported {
+			t.Fatal("wrong reason")
+		}
+	})
+
+	buf := make([]byte, 0, MaxFrame)
+	for _, q := range sampleLeasesRequests() {
+		assertNoAllocs(t, "request "+q.Op.String(), func() { buf = AppendRequest(buf[:0], &q) })
+	}
+	for _, p := range sampleLeasesResponses() {
+		assertNoAllocs(t, "response "+p.Op.String(), func() { buf = AppendResponse(buf[:0], &p) })
+	}
+	var sink uint32
+	assertNoAllocs(t, "negotiation", func() {
+		d.SetFlags(EchoFlags(FlagLeases, FlagLeases))
+		f, _ := AcceptFlags(FlagLeases, 0xFF)
+		sink += uint32(f) + AgeMillis(1500*time.Millisecond)
+	})
+}
+
+func sampleLeasesRequests() []Request {
+	return []Request{
+		{Op: OpExtend, Owner: 1234, Token: 99, Lease: 30, Key: []byte("orders/42")},
+		{Op: OpHello, Hello: Hello{Version: Version, Flags: FlagLeases, Nonce: nonce(5)}},
+	}
+}
+
+func sampleLeasesResponses() []Response {
+	return []Response{
+		{Op: OpGranted, Owner: 1234, Token: 1 << 40, Age: 1500},
+		{Op: OpExtend, Owner: 1234},
+		{Op: OpNotHeld, Owner: 1234},
+		{Op: OpError, Owner: 1234, Reason: ReasonUnsupported},
+		{Op: OpHello, Hello: Hello{Version: Version, Flags: FlagAuthRequired | FlagLeases, Nonce: nonce(3)}},
 	}
 }

@@ -104,3 +104,30 @@ func BenchmarkCheckKey(b *testing.B) {
 		})
 	}
 }
+
+func BenchmarkDecodeExtend(b *testing.B) {
+	f := ext(1234, 99, 30, "orders/42")
+	d := NewRequestDecoder()
+	d.SetFlags(FlagLeases)
+	b.Run("whole", func(b *testing.B) { benchDecode(b, d, f, 0) })
+	b.Run("split", func(b *testing.B) { benchDecode(b, d, f, len(f)/2) })
+}
+
+// BenchmarkDecodeLeasesResponses decodes one frame of every response op of a revised
+// connection.
+func BenchmarkDecodeLeasesResponses(b *testing.B) {
+	var fs [][]byte
+	for _, r := range sampleLeasesResponses() {
+		fs = append(fs, AppendResponse(nil, &r))
+	}
+	d := NewResponseDecoder()
+	d.SetFlags(FlagLeases)
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, f := range fs {
+			if _, done, err := d.Decode(f); !done || err != nil {
+				b.Fatal("frame did not decode")
+			}
+		}
+	}
+}

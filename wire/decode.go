@@ -45,9 +45,11 @@ func (e *FrameError) Unwrap() error { return e.Err }
 // and one goroutine.
 //
 // The zero Decoder decodes requests; NewResponseDecoder makes one that
-// decodes responses.
+// decodes responses. Either decodes the ops of latch/1 until SetFlags turns on
+// a revision.
 type Decoder struct {
 	response bool           // decodes responses (client side), else requests
+	flags    uint8          // the revisions in force (OfferFlags bits), from SetFlags
 	lay      layout         // layout of the frame in buf, valid when n > 0
 	n        int            // bytes of the current frame in buf, LF excluded
 	done     bool           // buf holds a whole frame, parsed into req or resp
@@ -58,12 +60,41 @@ type Decoder struct {
 }
 
 // NewRequestDecoder returns a Decoder for the server side: it accepts the
-// request ops A, R, P, H and V.
+// request ops A, R, P, H and V (and L after SetFlags(FlagLeases)).
 func NewRequestDecoder() *Decoder { return &Decoder{} }
 
 // NewResponseDecoder returns a Decoder for the client side: it accepts the
-// response ops A, T, B, R, N, P, E, H and V.
+// response ops A, T, B, R, N, P, E, H and V (after SetFlags(FlagLeases): G
+// and L, and no longer A).
 func NewResponseDecoder() *Decoder { return &Decoder{response: true} }
+
+// SetFlags sets the revisions in force on the connection, which decide the ops d accepts
+// from the next frame on: the server passes EchoFlags' result, the client AcceptFlags'.
+// With FlagLeases, d decodes the ops of revision 2 (request L; responses G and L instead
+// of A); with 0, the flags of a new Decoder, it decodes latch/1 exactly, and every op of
+// revision 2 is ErrUnknownOp at its first byte. Bits outside OfferFlags are dropped.
+//
+// Call it between frames, once the hellos are exchanged: the server when it has decided
+// its hello, the client when it has read and accepted the server's. The hello and proof
+// frames decode the same either way.
+func (d *Decoder) SetFlags(flags uint8) { d.flags = flags & OfferFlags }
+
+// Flags returns the revisions set by SetFlags.
+func (d *Decoder) Flags() uint8 { return d.flags }
+
+// layouts is the op table for d's direction and revisions.
+func (d *Decoder) layouts() *[256]layout {
+	leases := d.flags&FlagLeases != 0
+	switch {
+	case d.response && leases:
+		return &leasesResponseLayouts
+	case d.response:
+		return &responseLayouts
+	case leases:
+		return &leasesRequestLayouts
+	}
+	return &requestLayouts
+}
 
 // Decode consumes bytes from p up to and including the end of at most one
 // frame and returns how many it consumed. When done is true a frame has
@@ -88,11 +119,7 @@ func (d *Decoder) Decode(p []byte) (n int, done bool, err error) {
 	i := 0
 	if d.n == 0 {
 		op := p[0]
-		if d.response {
-			d.lay = responseLayouts[op]
-		} else {
-			d.lay = requestLayouts[op]
-		}
+		d.lay = d.layouts()[op]
 		d.buf[0], d.n, i = op, 1, 1
 		if d.lay.hdr == 0 {
 			return i, false, d.fail(ErrUnknownOp, 1)
@@ -207,8 +234,8 @@ func (d *Decoder) Response() *Response {
 func (d *Decoder) Partial() bool { return d.n > 0 && !d.done }
 
 // Reset discards any partial frame and a structural error, keeping the
-// direction the Decoder decodes.
-func (d *Decoder) Reset() { *d = Decoder{response: d.response} }
+// direction the Decoder decodes and its flags.
+func (d *Decoder) Reset() { *d = Decoder{response: d.response, flags: d.flags} }
 
 // parse fills r from f, a whole request frame without its LF whose op and
 // length the Decoder has checked.
@@ -227,6 +254,11 @@ func (r *Request) parse(f []byte) {
 		r.Key = f[17:]
 	case OpPing:
 		r.Owner = be.Uint64(f[1:])
+	case OpExtend:
+		r.Owner = be.Uint64(f[1:])
+		r.Token = be.Uint64(f[9:])
+		r.Lease = be.Uint16(f[17:])
+		r.Key = f[19:]
 	case OpHello:
 		r.Hello = parseHello(f[1:])
 	case OpProof:
@@ -243,7 +275,11 @@ func (r *Response) parse(f []byte) {
 	case OpAcquire:
 		r.Owner = be.Uint64(f[1:])
 		r.Token = be.Uint64(f[9:])
-	case OpTimeout, OpBusy, OpRelease, OpNotHeld, OpPing:
+	case OpGranted:
+		r.Owner = be.Uint64(f[1:])
+		r.Token = be.Uint64(f[9:])
+		r.Age = be.Uint32(f[17:])
+	case OpTimeout, OpBusy, OpRelease, OpNotHeld, OpPing, OpExtend:
 		r.Owner = be.Uint64(f[1:])
 	case OpError:
 		r.Owner = be.Uint64(f[1:])

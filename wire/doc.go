@@ -1,7 +1,9 @@
 // Package wire is the latch/1 wire protocol: frames to bytes and back, the
 // key rules, the error reasons, the handshake proofs and the protocol
 // constants. docs/protocol.md (sections 3, 4, 5 and 8) is the contract; this
-// package follows it to the byte.
+// package follows it to the byte. It also holds the codec of revision 2
+// (docs/protocol-rev2-draft.md, a draft no server offers yet), which exists
+// only on a connection whose hellos negotiated FlagLeases.
 //
 // Both ends use it: the server decodes requests and encodes responses, the
 // official client encodes requests and decodes responses.
@@ -12,7 +14,9 @@
 // and no connection or server state beyond the bytes of one partial frame in
 // a Decoder. Timeouts (ProgressTimeout, HandshakeTimeout) are named here but
 // enforced by the session code; the handshake order (H, then V when
-// FlagAuthRequired is set, then requests) is the session's job too. It
+// FlagAuthRequired is set, then requests) is the session's job too, and so
+// is turning a revision on: the session computes the flags with EchoFlags or
+// AcceptFlags and hands them to its Decoder with SetFlags between frames. It
 // imports the standard library only and no other latch package.
 //
 // # Frames
@@ -32,6 +36,16 @@
 //	response A  owner u64 | token u64             (16)
 //	response T B R N P  owner u64                  (8)
 //	response E  owner u64                          (8)  reason [a-z_]{1,32}
+//
+// With FlagLeases (revision 2) a connection also carries
+//
+//	request  L  owner u64 | token u64 | lease u16  (18)  key   extend
+//	response G  owner u64 | token u64 | age u32    (20)        granted, age in ms
+//	response L  owner u64                          (8)         extended
+//
+// and no response A: every grant is a G. The longest valid frame is then 148
+// bytes (L with a 128-byte key) instead of 146 (R); MaxFrame stays 192. A
+// Decoder without the flag reports L and G as unknown ops, as latch/1 does.
 //
 // A frame longer than MaxFrame (192) bytes is structurally invalid, as are an
 // unknown op, bytes in an empty tail and a malformed reason; the Decoder

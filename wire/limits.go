@@ -36,8 +36,15 @@ const (
 	Version = 1
 
 	// FlagAuthRequired is bit 0 of the server hello flags: the client must
-	// send a V proof before any request.
+	// send a V proof before any request. Only a server sets it.
 	FlagAuthRequired = 1
+
+	// FlagLeases is bit 1 of the hello flags, an offer: a client sets it to
+	// offer revision 2 (grants that carry their age, extend), a server that
+	// implements the revision echoes it, and only on a connection whose two
+	// hellos both set it do the frames of revision 2 appear
+	// (docs/protocol-rev2-draft.md; EchoFlags, AcceptFlags).
+	FlagLeases = 1 << 1
 
 	// NonceSize is the length of a hello nonce in bytes.
 	NonceSize = 32
@@ -63,8 +70,16 @@ const (
 
 	// MaxReasonLen is the longest E reason in bytes.
 	MaxReasonLen = 32
+
+	// MaxAge is the largest age of a G grant, in milliseconds (u32, about 49.7
+	// days). A longer wait is sent as MaxAge: less than it was, never more.
+	MaxAge = 1<<32 - 1
 )
 
-// maxValidFrame is the longest frame a correct peer ever sends: R with a
-// MaxKey key. MaxFrame leaves room above it.
+// maxValidFrame is the longest frame a correct peer ever sends on a latch/1
+// connection: R with a MaxKey key. MaxFrame leaves room above it.
 const maxValidFrame = 1 + 16 + MaxKey + 1
+
+// maxValidFrameLeases is the longest frame a correct peer ever sends on a
+// connection with FlagLeases: L (extend) with a MaxKey key, 148 bytes.
+const maxValidFrameLeases = 1 + 18 + MaxKey + 1

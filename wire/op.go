@@ -20,12 +20,20 @@ const (
 	OpError   Op = 'E' // response only: error with a reason
 )
 
+// Ops of revision 2 (FlagLeases; docs/protocol-rev2-draft.md section 3). They exist only
+// on a connection whose hellos negotiated FlagLeases: a Decoder without that flag (see
+// SetFlags) reports them as ErrUnknownOp, as latch/1 always has.
+const (
+	OpGranted Op = 'G' // response only: acquired, with the age of the request
+	OpExtend  Op = 'L' // request extend the lease; response extended
+)
+
 // String returns the op's letter, or its byte value in hex when it is not an
-// op of latch/1.
+// op of latch/1 or of revision 2.
 func (o Op) String() string {
 	switch o {
 	case OpAcquire, OpRelease, OpPing, OpHello, OpProof,
-		OpTimeout, OpBusy, OpNotHeld, OpError:
+		OpTimeout, OpBusy, OpNotHeld, OpError, OpGranted, OpExtend:
 		return string(rune(o))
 	}
 	return fmt.Sprintf("Op(0x%02x)", byte(o))
@@ -48,7 +56,7 @@ type layout struct {
 }
 
 // requestLayouts and responseLayouts are the tables of sections 3.1 and 3.2,
-// indexed by op byte.
+// indexed by op byte: the ops of a latch/1 connection.
 var (
 	requestLayouts = [256]layout{
 		OpAcquire: {11, tailKey},
@@ -70,17 +78,43 @@ var (
 	}
 )
 
+// leasesRequestLayouts and leasesResponseLayouts are the tables of a connection with
+// FlagLeases (docs/protocol-rev2-draft.md section 3): latch/1's, plus request L (extend),
+// plus responses G (granted, with age) and L (extended), minus response A, since every
+// grant on such a connection is a G.
+var (
+	leasesRequestLayouts = func() [256]layout {
+		t := requestLayouts
+		t[OpExtend] = layout{18, tailKey}
+		return t
+	}()
+	leasesResponseLayouts = func() [256]layout {
+		t := responseLayouts
+		t[OpAcquire] = layout{}
+		t[OpGranted] = layout{20, tailNone}
+		t[OpExtend] = layout{8, tailNone}
+		return t
+	}()
+)
+
 // Answers reports whether a response with op resp answers a request with op req (section
 // 3.2): A, T or B answer an acquire; R or N a release; P a ping; E answers every request.
-// Both the client and a follower that forwards requests match answers by this one rule.
+// Revision 2 adds G, which answers an acquire, and L, which answers an extend, as N does
+// too. Which ops a connection carries at all is the Decoder's business (SetFlags), so the
+// rule holds on both kinds of connection. Both the client and a follower that forwards
+// requests match answers by this one rule.
 func Answers(req, resp Op) bool {
 	switch resp {
 	case OpError:
-		return req == OpAcquire || req == OpRelease || req == OpPing
-	case OpAcquire, OpTimeout, OpBusy:
+		return req == OpAcquire || req == OpRelease || req == OpPing || req == OpExtend
+	case OpAcquire, OpTimeout, OpBusy, OpGranted:
 		return req == OpAcquire
-	case OpRelease, OpNotHeld:
+	case OpRelease:
 		return req == OpRelease
+	case OpNotHeld:
+		return req == OpRelease || req == OpExtend
+	case OpExtend:
+		return req == OpExtend
 	case OpPing:
 		return req == OpPing
 	}

@@ -55,6 +55,10 @@ type frameVector struct {
 	Flags   *uint8  `json:"flags,omitempty"`
 	Nonce   *string `json:"nonce,omitempty"`
 	Proof   *string `json:"proof,omitempty"`
+	Age     *uint32 `json:"age_ms,omitempty"` // G (rev2.json)
+	// Connection (rev2.json only) is the connection the frame is decoded on: "latch1", or
+	// "revised" (FlagLeases negotiated).
+	Connection string `json:"connection,omitempty"`
 	// Check (requests only) is the E reason a server that finished the handshake answers
 	// this structurally sound request with, or "ok".
 	Check string `json:"check,omitempty"`
@@ -96,7 +100,11 @@ type handshakeVector struct {
 	Accepted      *bool    `json:"accepted,omitempty"` // does a server secret match the client proof
 	ServerInput   string   `json:"server_proof_input,omitempty"`
 	ServerProof   string   `json:"server_proof,omitempty"`
-	Frames        []sent   `json:"frames"`
+	// Revisions (rev2.json only) are the revisions in force once the hellos are exchanged
+	// (AcceptFlags), ClientError what the client makes of a server hello it must refuse.
+	Revisions   *uint8 `json:"revisions,omitempty"`
+	ClientError string `json:"client_error,omitempty"`
+	Frames      []sent `json:"frames"`
 }
 
 // sent is one frame of an exchange and who sent it ("client" or "server").
@@ -239,6 +247,9 @@ func requestVector(name string, in []byte, r *Request) frameVector {
 	case OpRelease:
 		v.Owner, v.Token = dec64(r.Owner), dec64(r.Token)
 		v.setKey(r.Key)
+	case OpExtend:
+		v.Owner, v.Token, v.Lease = dec64(r.Owner), dec64(r.Token), &r.Lease
+		v.setKey(r.Key)
 	case OpPing:
 		v.Owner = dec64(r.Owner)
 	case OpHello:
@@ -255,7 +266,9 @@ func responseVector(name string, in []byte, r *Response) frameVector {
 	switch r.Op {
 	case OpAcquire:
 		v.Owner, v.Token = dec64(r.Owner), dec64(r.Token)
-	case OpTimeout, OpBusy, OpRelease, OpNotHeld, OpPing:
+	case OpGranted:
+		v.Owner, v.Token, v.Age = dec64(r.Owner), dec64(r.Token), &r.Age
+	case OpTimeout, OpBusy, OpRelease, OpNotHeld, OpPing, OpExtend:
 		v.Owner = dec64(r.Owner)
 	case OpError:
 		reason := string(r.Reason)
