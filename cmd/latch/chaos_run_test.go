@@ -146,7 +146,11 @@ func (r *chaosRun) run() error {
 		return fmt.Errorf("no leader within 60 s of the start")
 	}
 	r.log.Info("cluster up", "nodes", len(r.nodes), "at", r.rec.Now().Round(time.Millisecond))
-	r.work = startChaosWorkload(r.spec, r.rec, r.log)
+	var servers []string
+	for _, n := range r.spec.Nodes {
+		servers = append(servers, n.listen())
+	}
+	r.work = startChaosWorkload(r.spec, rotated(servers), r.rec, r.log)
 	defer r.work.stop()
 	time.Sleep(r.spec.Quiet) // the workload warms up
 	r.nemesis()

@@ -37,16 +37,14 @@ type chaosWorkload struct {
 // maxChaosOps bounds each worker's operations, whatever the duration.
 const maxChaosOps = 100000
 
-func startChaosWorkload(spec chaosSpec, rec *history.Recorder, log hclog.Logger) *chaosWorkload {
+// startChaosWorkload starts spec.Workers contending workers and the probe (worker
+// spec.Workers); worker i's client is given the servers serversOf(i) (rotated gives every
+// worker all of them). Of spec it uses Secret, Seed, Workers, Keys, Lease, Wait and
+// ProbeEvery.
+func startChaosWorkload(spec chaosSpec, serversOf func(worker int) []string, rec *history.Recorder, log hclog.Logger) *chaosWorkload {
 	w := &chaosWorkload{rec: rec, log: log}
-	var servers []string
-	for _, n := range spec.Nodes {
-		servers = append(servers, n.listen())
-	}
 	for i := range spec.Workers + 1 {
-		// Each worker starts its connections at a different node.
-		rot := append(append([]string(nil), servers[i%len(servers):]...), servers[:i%len(servers)]...)
-		cl, err := client.New(client.Config{Servers: rot, SecretFile: spec.Secret})
+		cl, err := client.New(client.Config{Servers: serversOf(i), SecretFile: spec.Secret})
 		if err != nil {
 			log.Error("client", "error", err) // a bad spec: the history shows no ops
 			continue
@@ -64,6 +62,13 @@ func startChaosWorkload(spec chaosSpec, rec *history.Recorder, log hclog.Logger)
 		}()
 	}
 	return w
+}
+
+// rotated gives every worker all of servers, each starting its connections at another.
+func rotated(servers []string) func(worker int) []string {
+	return func(i int) []string {
+		return append(append([]string(nil), servers[i%len(servers):]...), servers[:i%len(servers)]...)
+	}
 }
 
 // stop lets every worker finish its call in progress (each is bounded by its wait, the
