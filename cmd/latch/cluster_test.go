@@ -58,6 +58,7 @@ type testCluster struct {
 	procs   []*proc
 	raft    []string
 	args    [][]string
+	bins    []string // each node's binary: "" is this build (see startServerOf)
 	dataDir string
 }
 
@@ -69,7 +70,15 @@ func startTestCluster(t *testing.T, n int, extra ...string) *testCluster {
 // startClusterWith is startTestCluster with flags of its own for each node i.
 func startClusterWith(t *testing.T, n int, perNode func(i int) []string) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, raft: freePorts(t, n), dataDir: t.TempDir()}
+	return startClusterOf(t, make([]string, n), perNode)
+}
+
+// startClusterOf is startClusterWith for len(bins) nodes, node i running the binary bins[i]
+// ("" is this build; startServerOf).
+func startClusterOf(t *testing.T, bins []string, perNode func(i int) []string) *testCluster {
+	t.Helper()
+	n := len(bins)
+	tc := &testCluster{t: t, raft: freePorts(t, n), bins: bins, dataDir: t.TempDir()}
 	var ic []string
 	for i, a := range tc.raft {
 		ic = append(ic, fmt.Sprintf("n%d=%s", i+1, a))
@@ -79,12 +88,20 @@ func startClusterWith(t *testing.T, n int, perNode func(i int) []string) *testCl
 			"--data-dir", filepath.Join(tc.dataDir, fmt.Sprintf("n%d", i+1)),
 			"--raft-addr", tc.raft[i], "--initial-cluster", strings.Join(ic, ",")}, perNode(i)...)
 		tc.args = append(tc.args, args)
-		tc.procs = append(tc.procs, spawnServer(t, nil, args...)) // they wait for each other
+		tc.procs = append(tc.procs, spawnServerOf(t, bins[i], nil, args...)) // they wait for each other
 	}
 	for _, p := range tc.procs {
 		p.awaitServing(t)
 	}
 	return tc
+}
+
+// startNode starts node i again, from the binary bin ("" is this build) with its flags, and
+// waits until it serves; node i must not be running.
+func (tc *testCluster) startNode(i int, bin string) {
+	tc.t.Helper()
+	tc.bins[i] = bin
+	tc.procs[i] = startServerOf(tc.t, bin, nil, tc.args[i]...)
 }
 
 // leader waits until exactly one live node leads and returns its index.

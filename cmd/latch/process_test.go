@@ -63,6 +63,22 @@ func startServer(t *testing.T, env []string, args ...string) *proc {
 // for each other (an initial cluster) are all spawned first, then awaited.
 func spawnServer(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	return spawnServerOf(t, "", env, args...)
+}
+
+// startServerOf is startServer with the binary bin: "" is this build (latchBin), another
+// path another build (prevLatch's, for a cluster of two builds).
+func startServerOf(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	p := spawnServerOf(t, bin, env, args...)
+	p.awaitServing(t)
+	return p
+}
+
+// spawnServerOf is spawnServer with the binary bin ("" is latchBin). Another build gets the
+// same flags, each checked first to be one that build has (checkServerFlags).
+func spawnServerOf(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	full := append([]string{"server", "--log-format", "json"}, args...)
 	if !hasFlag(args, env, "listen") {
 		full = append(full, "--listen", "127.0.0.1:0")
@@ -70,7 +86,12 @@ func spawnServer(t *testing.T, env []string, args ...string) *proc {
 	if !hasFlag(args, env, "http") {
 		full = append(full, "--http", "127.0.0.1:0")
 	}
-	cmd := exec.Command(latchBin, full...)
+	if bin == "" {
+		bin = latchBin
+	} else if bin != latchBin {
+		checkServerFlags(t, bin, full[1:])
+	}
+	cmd := exec.Command(bin, full...)
 	cmd.Env = append(os.Environ(), env...)
 	return spawn(t, cmd, "server")
 }
