@@ -43,9 +43,12 @@ func (ss *session) handle(r *wire.Request, readAt time.Time) wire.Reason {
 // route hands a checked acquire or release to the router while this node is not the leader.
 // A peer session (a request that was forwarded once already) is never forwarded again: the
 // node it reached is no longer the leader, so it answers E unavailable (never applied; the
-// follower's client may retry) instead of starting a chain or a loop of hops.
+// follower's client may retry) instead of starting a chain or a loop of hops. Nor is an
+// acquire while the server drains: Shutdown follows, and would close the session before the
+// leader's answer came back (an indeterminate acquire, and maybe a grant nobody holds), so
+// it is answered E unavailable as a draining leader answers it.
 func (ss *session) route(rt Router, r *wire.Request, readAt time.Time) {
-	if ss.peer {
+	if ss.peer || (r.Op == wire.OpAcquire && ss.srv.closing.Load()) {
 		ss.srv.m.FrameError(wire.ReasonUnavailable)
 		ss.Reply(wire.Response{Op: wire.OpError, Owner: r.Owner, Reason: wire.ReasonUnavailable})
 		return

@@ -180,3 +180,25 @@ func TestRouterForwardsAcquireAndRelease(t *testing.T) {
 	p.Send(t, wiretest.Acquire(10, 0, 60, "k"))
 	p.ExpectOp(t, wire.OpTimeout, 10)
 }
+
+// A draining follower forwards no acquire: Shutdown follows at once and would close the
+// session before the leader's answer came back (the client left with an indeterminate
+// acquire, the leader with a grant nobody holds until its lease ends). It answers E
+// unavailable, never applied, as a draining leader does; releases are still forwarded.
+func TestDrainingFollowerForwardsNoAcquire(t *testing.T) {
+	rt := &fakeRouter{}
+	t.Cleanup(rt.wg.Wait)
+	srv, _, addr := startRouted(t, rt)
+	c := wiretest.Dial(t, addr)
+	c.Hello(t, nil)
+
+	srv.Drain()
+	c.Send(t, wiretest.Acquire(1, 7, 60, "k"))
+	c.ExpectError(t, 1, wire.ReasonUnavailable)
+	c.Send(t, wiretest.Release(2, 5, "k"))
+	c.ExpectOp(t, wire.OpRelease, 2)
+	c.Alive(t, 3)
+	if got := rt.requests(); len(got) != 1 || got[0].Op != wire.OpRelease {
+		t.Fatalf("forwarded %+v while draining, want the release only", got)
+	}
+}
