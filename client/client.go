@@ -18,6 +18,7 @@ import (
 type Client struct {
 	cfg    Config
 	clock  Clock
+	ppb    uint64 // Config.Rho in parts per billion (deadline.go)
 	log    *slog.Logger
 	q      *queue
 	owners owners
@@ -68,7 +69,7 @@ func newClient(cfg Config, dial func(ctx context.Context, addr string) (net.Conn
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cl := &Client{
-		cfg: cfg, clock: cfg.Clock, log: cfg.Logger,
+		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, ppb: rhoPPB(cfg.Rho),
 		q:      newQueue(cfg.QueueSize),
 		ctx:    ctx,
 		cancel: cancel,

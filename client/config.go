@@ -51,6 +51,23 @@ type Config struct {
 	// ping interval. Nil means the real (monotonic) clock. Dial timeouts, write stall
 	// timeouts and reconnect backoff always use the real clock.
 	Clock Clock
+	// Rho bounds how much faster the server's clock may run than this client's, as a
+	// fraction: a span of the server's time is taken to be at least (1 - Rho) as long on
+	// the client's clock. It shortens every deadline counted on a connection with protocol
+	// revision 2 (a grant's age and lease, an extension's lease), rounded down to the
+	// nanosecond: 30 ms of a 30 s lease at the default. 0 means DefaultRho (0.001, 1000
+	// ppm: two clocks each within the kernel's 500 ppm NTP slew limit); otherwise MinRho..
+	// MaxRho. Raise it on hosts whose clock may be slewed faster (chrony's maxslewrate, a
+	// VM corrected after a pause). It is applied to the nanosecond per second (parts per
+	// billion). Tickets granted on a latch/1 connection keep latch/1's deadline,
+	// written_at + lease, with no margin.
+	Rho float64
+	// Latch1Only makes every hello latch/1's (flags 0): the client does not offer protocol
+	// revision 2 (wire.FlagLeases), so grants carry no age and Extend and KeepAlive return
+	// ErrUnsupported. By default the client offers the revision; a server that does not
+	// implement it ignores the offer, and the connection is latch/1 byte for byte after the
+	// hello.
+	Latch1Only bool
 }
 
 // Clock is the client's time source. Times it returns are compared with each other only,
@@ -80,6 +97,14 @@ const (
 	DefaultQueueSize         = 1024
 	DefaultCompensationQueue = 1024
 	DefaultPingInterval      = 10 * time.Second
+	DefaultRho               = 0.001
+)
+
+// The range of Config.Rho: from 1 ppm (better than any quartz clock keeps without
+// discipline) to 10% (beyond chrony's default maxslewrate of 83 333 ppm).
+const (
+	MinRho = 1e-6
+	MaxRho = 0.1
 )
 
 // Reconnect backoff (real time): after every server of the list failed once in a row, or after
@@ -151,6 +176,12 @@ func (cfg Config) withDefaults() (Config, error) {
 		case *f.v < 0:
 			return cfg, fmt.Errorf("latch client: %s %v is negative; use 0 for the default %v", f.name, *f.v, f.def)
 		}
+	}
+	switch {
+	case cfg.Rho == 0:
+		cfg.Rho = DefaultRho
+	case !(cfg.Rho >= MinRho && cfg.Rho <= MaxRho): // NaN too
+		return cfg, fmt.Errorf("latch client: Rho %v is outside %v..%v; use 0 for the default %v (1000 ppm)", cfg.Rho, MinRho, MaxRho, DefaultRho)
 	}
 	if cfg.FirstOwner == 0 {
 		cfg.FirstOwner = 1
