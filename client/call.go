@@ -71,6 +71,7 @@ type call struct {
 	retryAt   time.Time     // real time: before it, servers in avoid are not asked again
 	backoff   time.Duration // the last retry backoff after E unavailable
 	attempts  int
+	readAt    time.Time // when its G or L answer was read
 	res       wire.Response
 	err       error
 	done      chan struct{}

@@ -40,6 +40,7 @@ type Client struct {
 	pmu      sync.Mutex
 	servers  []serverState
 	conns    map[*conn]struct{}
+	revised  int         // of conns, those on which revision 2 is in force (conn.leases)
 	authDown atomic.Bool // every server refused our handshake and no connection is up
 }
 
@@ -157,17 +158,21 @@ func (cl *Client) Acquire(ctx context.Context, key string, minWorkBudget time.Du
 // acquired turns the settled call into a ticket at the delivery gate, or into an error.
 func (cl *Client) acquired(c *call, r request) (*Ticket, error) {
 	c.mu.Lock()
-	res, err, writtenAt := c.res, c.err, c.writtenAt
+	res, err, writtenAt, readAt := c.res, c.err, c.writtenAt, c.readAt
 	c.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	switch res.Op {
-	case wire.OpAcquire:
+	case wire.OpAcquire, wire.OpGranted:
 		// The delivery gate. The lease is reckoned from when the frame was written, which is
-		// no later than when the server granted it.
+		// no later than when the server read it: on latch/1 (A) as written_at + lease, on
+		// revision 2 (G) with the age and the clock margin rho (grantEnd).
 		now := cl.clock.Now()
 		end := writtenAt.Add(time.Duration(r.lease) * time.Second)
+		if res.Op == wire.OpGranted {
+			end = grantEnd(writtenAt, readAt, res.Age, r.lease, cl.ppb)
+		}
 		why := ""
 		if !now.Before(c.deadline) {
 			why = fmt.Sprintf("granted token %d arrived %v after the deadline", res.Token, now.Sub(c.deadline))
@@ -178,7 +183,7 @@ func (cl *Client) acquired(c *call, r request) (*Ticket, error) {
 			cl.compensate(r.key, res.Token)
 			return nil, fmt.Errorf("%w: %s; it is being released in the background", ErrIndeterminate, why)
 		}
-		return cl.newTicket(r.key, res.Token, end), nil
+		return cl.newTicket(r.key, res.Token, end, r.lease), nil
 	case wire.OpTimeout:
 		return nil, fmt.Errorf("%w: not acquired: the server answered T, the lock stayed held for the whole wait; retry later or wait longer", ErrTimeout)
 	case wire.OpBusy:
@@ -385,6 +390,7 @@ type Stats struct {
 	DialFailures     uint64 // dials or handshakes that failed
 	UnknownResponses uint64 // answers for no pending owner, ignored
 	ConnsOpen        int    // connections up now
+	ConnsRevised     int    // of which carry protocol revision 2 (the server echoed the offer)
 	Queued           int    // requests in the local queue now (all unsent)
 	OwnerExhausted   bool   // the owner counter wrapped: the client fails closed
 }
@@ -393,7 +399,7 @@ type Stats struct {
 func (cl *Client) Stats() Stats {
 	s := cl.st.snapshot()
 	cl.pmu.Lock()
-	s.ConnsOpen = len(cl.conns)
+	s.ConnsOpen, s.ConnsRevised = len(cl.conns), cl.revised
 	cl.pmu.Unlock()
 	s.Queued = cl.q.len()
 	s.OwnerExhausted = cl.owners.exhausted()

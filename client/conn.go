@@ -22,6 +22,7 @@ type conn struct {
 	addr   string
 	nc     net.Conn
 	fr     *frameReader
+	leases bool          // protocol revision 2 is in force (wire.FlagLeases echoed); set before serve
 	wake   chan struct{} // a push to the queue, or a health ping is due
 	closed chan struct{} // closed by close
 

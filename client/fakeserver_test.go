@@ -26,6 +26,8 @@ type fakeServer struct {
 	addr string
 
 	secret    []byte        // asks for auth and checks proofs with it; nil: no auth asked
+	leases    bool          // implements revision 2: echoes the client's wire.FlagLeases
+	echo      uint8         // offer bits its hello sets whatever the client offered (a broken server)
 	badProof  bool          // answer the client's proof with a wrong server proof
 	helloE    wire.Reason   // answer the hello with E of this reason, and close
 	gate      chan struct{} // if non-nil, the server hello waits until it is closed
@@ -49,6 +51,14 @@ func withHelloError(r wire.Reason) fakeOption { return func(f *fakeServer) { f.h
 func withGate(g chan struct{}) fakeOption     { return func(f *fakeServer) { f.gate = g } }
 func withTLS(c *tls.Config) fakeOption        { return func(f *fakeServer) { f.tls = c } }
 func withAddr(addr string) fakeOption         { return func(f *fakeServer) { f.addr = addr } }
+
+// withLeases makes the server implement revision 2: it echoes an offer of wire.FlagLeases and
+// then speaks the revision on that connection (fakeConn.leases).
+func withLeases() fakeOption { return func(f *fakeServer) { f.leases = true } }
+
+// withEcho makes the server's hello set these offer bits whether or not the client offered
+// them, as a broken server would.
+func withEcho(flags uint8) fakeOption { return func(f *fakeServer) { f.echo = flags } }
 
 // withFailedHandshakes makes the first n connections end right after the client's hello.
 func withFailedHandshakes(n int32) fakeOption { return func(f *fakeServer) { f.failHello.Store(n) } }
@@ -108,7 +118,8 @@ func (fs *fakeServer) handshake(fc *fakeConn) error {
 	if err != nil {
 		return err
 	}
-	if h.Op != wire.OpHello || h.Hello.Version != wire.Version || h.Hello.Flags != 0 {
+	// A client sets no bit but its offers (docs/protocol-rev2-draft.md section 2).
+	if h.Op != wire.OpHello || h.Hello.Version != wire.Version || h.Hello.Flags&^wire.OfferFlags != 0 {
 		return fmt.Errorf("bad client hello %+v", h)
 	}
 	fc.clientHello = h
@@ -128,9 +139,17 @@ func (fs *fakeServer) handshake(fc *fakeConn) error {
 	}
 	sn, _ := wire.NewNonce()
 	hello := wire.Response{Op: wire.OpHello, Hello: wire.Hello{Version: wire.Version, Nonce: sn}}
-	if fs.secret != nil {
-		hello.Hello.Flags = wire.FlagAuthRequired
+	var supported uint8
+	if fs.leases {
+		supported = wire.FlagLeases
 	}
+	echo := wire.EchoFlags(h.Hello.Flags, supported) | fs.echo
+	hello.Hello.Flags = echo
+	if fs.secret != nil {
+		hello.Hello.Flags |= wire.FlagAuthRequired
+	}
+	fc.dec.SetFlags(echo) // between frames, once the hello is decided
+	fc.leases = echo&wire.FlagLeases != 0
 	if err := fc.sendErr(hello); err != nil || fs.secret == nil {
 		return err
 	}
@@ -178,6 +197,7 @@ type fakeConn struct {
 	dec         *wire.Decoder
 	buf, p      []byte
 	clientHello wire.Request
+	leases      bool // revision 2 is in force: grants are G, extends L
 }
 
 // read returns the next request frame (a copy) within d.
@@ -261,6 +281,11 @@ func granted(owner, token uint64) wire.Response {
 	return wire.Response{Op: wire.OpAcquire, Owner: owner, Token: token}
 }
 func short(op wire.Op, owner uint64) wire.Response { return wire.Response{Op: op, Owner: owner} }
+
+// grantedAge is a revision 2 grant: G with the age of the request in milliseconds.
+func grantedAge(owner, token uint64, age uint32) wire.Response {
+	return wire.Response{Op: wire.OpGranted, Owner: owner, Token: token, Age: age}
+}
 func errResp(owner uint64, r wire.Reason) wire.Response {
 	return wire.Response{Op: wire.OpError, Owner: owner, Reason: r}
 }

@@ -218,8 +218,12 @@ func (cl *Client) deliver(c *call, cn *conn, resp wire.Response) {
 			}
 		}
 	}
-	bad := !wire.Answers(c.kind.op(), resp.Op) ||
-		resp.Op == wire.OpAcquire && (resp.Token == 0 || resp.Token > wire.MaxToken)
+	grant := resp.Op == wire.OpAcquire || resp.Op == wire.OpGranted
+	bad := !wire.Answers(c.kind.op(), resp.Op) || grant && (resp.Token == 0 || resp.Token > wire.MaxToken)
+	var readAt time.Time
+	if resp.Op == wire.OpGranted || resp.Op == wire.OpExtend {
+		readAt = cl.clock.Now() // an age, or an extension, is checked against what the client saw
+	}
 	c.mu.Lock()
 	if c.state != stateSending || c.cn != cn {
 		c.mu.Unlock()
@@ -232,6 +236,7 @@ func (cl *Client) deliver(c *call, cn *conn, resp wire.Response) {
 		cn.close(err)
 		return
 	}
+	c.readAt = readAt
 	c.finishLocked(resp, nil)
 	c.mu.Unlock()
 }

@@ -69,6 +69,9 @@ func (cl *Client) runSlot(slot int) {
 		cn.serve()
 		cl.pmu.Lock()
 		delete(cl.conns, cn)
+		if cn.leases {
+			cl.revised--
+		}
 		cl.pmu.Unlock()
 		if time.Since(began) < backoffReset {
 			if !cl.sleep(backoff) {
@@ -104,6 +107,9 @@ func (cl *Client) connected(srv int, cn *conn) bool {
 	default:
 	}
 	cl.conns[cn] = struct{}{}
+	if cn.leases {
+		cl.revised++
+	}
 	cl.servers[srv] = serverState{tried: true}
 	cl.authDown.Store(false)
 	cl.st.connects.Add(1)
@@ -231,8 +237,9 @@ func (cl *Client) connect(srv int) (*conn, error) {
 		nc = tc
 	}
 	var fr *frameReader
+	var leases bool
 	if err == nil {
-		fr, err = cl.handshake(nc, addr)
+		fr, leases, err = cl.handshake(nc, addr)
 	}
 	if !stop() && err == nil {
 		err = fmt.Errorf("handshake with %s: %w", addr, context.Cause(ctx))
@@ -242,7 +249,9 @@ func (cl *Client) connect(srv int) (*conn, error) {
 		return nil, err
 	}
 	nc.SetDeadline(time.Time{})
-	return newConn(cl, srv, nc, fr), nil
+	cn := newConn(cl, srv, nc, fr)
+	cn.leases = leases
+	return cn, nil
 }
 
 func (cl *Client) tlsConfig(addr string) *tls.Config {
@@ -256,48 +265,65 @@ func (cl *Client) tlsConfig(addr string) *tls.Config {
 }
 
 // handshake makes the latch handshake of docs/protocol.md section 8 and returns the reader that
-// holds whatever the server sent after it. With a secret, a server that does not ask for auth
-// is refused (no downgrade) and the server's proof must match; without one, a server that
-// asks for auth is refused too.
-func (cl *Client) handshake(nc net.Conn, addr string) (*frameReader, error) {
+// holds whatever the server sent after it, and whether protocol revision 2 is in force. With a
+// secret, a server that does not ask for auth is refused (no downgrade) and the server's proof
+// must match; without one, a server that asks for auth is refused too.
+//
+// The hello offers revision 2 (wire.FlagLeases) unless Config.Latch1Only. The revision is in
+// force when the server's hello echoes the offer (wire.AcceptFlags); the response decoder
+// switches to it right after that hello, before the next frame is read (the proof decodes
+// the same either way). A server that echoes an offer this client did not make breaks the
+// handshake: the connection is dropped like any failed handshake. Server bits that no
+// revision defines are ignored.
+func (cl *Client) handshake(nc net.Conn, addr string) (*frameReader, bool, error) {
 	cn, err := wire.NewNonce()
 	if err != nil {
-		return nil, fmt.Errorf("no random nonce: %w", err)
+		return nil, false, fmt.Errorf("no random nonce: %w", err)
 	}
-	if _, err := nc.Write(wire.AppendRequest(nil, &wire.Request{Op: wire.OpHello, Hello: wire.Hello{Version: wire.Version, Nonce: cn}})); err != nil {
-		return nil, fmt.Errorf("handshake with %s: %w", addr, err)
+	offer := uint8(wire.FlagLeases)
+	if cl.cfg.Latch1Only {
+		offer = 0
+	}
+	if _, err := nc.Write(wire.AppendRequest(nil, &wire.Request{Op: wire.OpHello, Hello: wire.Hello{Version: wire.Version, Flags: offer, Nonce: cn}})); err != nil {
+		return nil, false, fmt.Errorf("handshake with %s: %w", addr, err)
 	}
 	fr := newFrameReader(nc)
 	h, err := handshakeFrame(fr, addr, wire.OpHello)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if h.Hello.Version != wire.Version {
-		return nil, fmt.Errorf("%w: %s speaks latch protocol version %d, this client %d", ErrAuth, addr, h.Hello.Version, wire.Version)
+		return nil, false, fmt.Errorf("%w: %s speaks latch protocol version %d, this client %d", ErrAuth, addr, h.Hello.Version, wire.Version)
 	}
+	revisions, err := wire.AcceptFlags(offer, h.Hello.Flags)
+	if err != nil {
+		return nil, false, fmt.Errorf("handshake with %s: %w (hello flags 0x%02x, offered 0x%02x)", addr, err, h.Hello.Flags, offer)
+	}
+	fr.dec.SetFlags(revisions)
+	leases := revisions&wire.FlagLeases != 0
 	auth := h.Hello.Flags&wire.FlagAuthRequired != 0
 	secret := cl.cfg.Secret
 	switch {
 	case secret != nil && !auth:
-		return nil, fmt.Errorf("%w: %s does not ask for auth but this client has a secret; refusing it (no downgrade): is it the right server, started with --secret-file?", ErrAuth, addr)
+		return nil, false, fmt.Errorf("%w: %s does not ask for auth but this client has a secret; refusing it (no downgrade): is it the right server, started with --secret-file?", ErrAuth, addr)
 	case secret == nil && auth:
-		return nil, fmt.Errorf("%w: %s requires a secret; pass --secret-file FILE (in Go: Config.SecretFile or Config.Secret)", ErrAuth, addr)
+		return nil, false, fmt.Errorf("%w: %s requires a secret; pass --secret-file FILE (in Go: Config.SecretFile or Config.Secret)", ErrAuth, addr)
 	case !auth:
-		return fr, nil
+		return fr, leases, nil
 	}
 	sn := h.Hello.Nonce
 	proof := wire.ClientProof(secret, cn, sn)
 	if _, err := nc.Write(wire.AppendRequest(nil, &wire.Request{Op: wire.OpProof, Proof: proof})); err != nil {
-		return nil, fmt.Errorf("handshake with %s: %w", addr, err)
+		return nil, false, fmt.Errorf("handshake with %s: %w", addr, err)
 	}
 	v, err := handshakeFrame(fr, addr, wire.OpProof)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !wire.ProofEqual(v.Proof, wire.ServerProof(secret, cn, sn)) {
-		return nil, fmt.Errorf("%w: %s answered with a wrong server proof: it does not know the secret (a fake server could hand out fake tokens); not using it", ErrAuth, addr)
+		return nil, false, fmt.Errorf("%w: %s answered with a wrong server proof: it does not know the secret (a fake server could hand out fake tokens); not using it", ErrAuth, addr)
 	}
-	return fr, nil
+	return fr, leases, nil
 }
 
 // refusedError is E unavailable in answer to the hello: the server did not take the

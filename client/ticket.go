@@ -18,7 +18,8 @@ type Ticket struct {
 	// carries the monotonic clock reading of the client's clock.
 	Deadline time.Time
 
-	cl *Client
+	cl    *Client
+	lease uint16 // seconds, as granted
 
 	// The context is made on the first Context call: most callers never ask for it, and it
 	// costs a timer. mu guards the fields below.
@@ -33,8 +34,8 @@ type Ticket struct {
 // errLeaseOver is the cancellation cause of a ticket's context at its deadline.
 var errLeaseOver = errors.New("latch: lease deadline reached")
 
-func (cl *Client) newTicket(key string, token uint64, deadline time.Time) *Ticket {
-	return &Ticket{Key: key, Token: token, Deadline: deadline, cl: cl}
+func (cl *Client) newTicket(key string, token uint64, deadline time.Time, lease uint16) *Ticket {
+	return &Ticket{Key: key, Token: token, Deadline: deadline, cl: cl, lease: lease}
 }
 
 // Context returns a context that is done at Deadline (Err is then
