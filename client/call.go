@@ -15,6 +15,7 @@ const (
 	kindAcquire kind = iota
 	kindRelease
 	kindPing
+	kindExtend // revision 2 only: taken only by a connection with conn.leases
 )
 
 func (k kind) String() string {
@@ -23,6 +24,8 @@ func (k kind) String() string {
 		return "acquire"
 	case kindRelease:
 		return "release"
+	case kindExtend:
+		return "extend"
 	}
 	return "ping"
 }
@@ -45,12 +48,15 @@ const (
 // call is one request from the moment it is queued until its result. The caller's goroutine
 // waits for done; writers, readers and timers move it between states.
 type call struct {
-	kind     kind
-	owner    uint64
-	key      string
-	token    uint64 // release
-	wait0    bool   // acquire asked with wait 0: sent as 0, bounded by ioTimeout
-	lease    uint16 // acquire
+	kind  kind
+	owner uint64
+	key   string
+	token uint64 // release, extend
+	wait0 bool   // acquire asked with wait 0: sent as 0, bounded by ioTimeout
+	lease uint16 // acquire, extend
+	// Extend: its ticket, and how long its lease holds at least from a write (leaseSpan).
+	tk       *Ticket
+	span     time.Duration
 	deadline time.Time
 	ctxBound bool // the caller's context deadline is the operation deadline
 	bounded  bool // counts against Config.QueueSize
@@ -72,6 +78,7 @@ type call struct {
 	backoff   time.Duration // the last retry backoff after E unavailable
 	attempts  int
 	readAt    time.Time // when its G or L answer was read
+	maybeAt   time.Time // extend: the write of its first attempt that may have been applied
 	res       wire.Response
 	err       error
 	done      chan struct{}

@@ -378,6 +378,8 @@ type Stats struct {
 	Unavailable   uint64 // ErrUnavailable results (no server took the call)
 	Released      uint64 // Release calls answered R
 	NotHeld       uint64 // Release calls answered N
+	Extended      uint64 // extends answered L that moved a ticket's deadline
+	ExtendNotHeld uint64 // extends answered N: the ticket was lost
 
 	CompensationsSent      uint64 // compensating releases started
 	CompensationsSucceeded uint64 // ... answered R or N: the token holds nothing any more
@@ -409,6 +411,7 @@ func (cl *Client) Stats() Stats {
 // counters are the atomic counters behind Stats.
 type counters struct {
 	acquired, timeouts, busy, indeterminate, unavailable, released, notHeld atomic.Uint64
+	extended, extendNotHeld                                                 atomic.Uint64
 	compSent, compSucceeded, compFailed, compDropped                        atomic.Uint64
 	failovers, connects, reconnects, dialFailures, unknownResponses         atomic.Uint64
 }
@@ -435,6 +438,7 @@ func (s *counters) snapshot() Stats {
 		Acquired: s.acquired.Load(), Timeouts: s.timeouts.Load(), Busy: s.busy.Load(),
 		Indeterminate: s.indeterminate.Load(), Unavailable: s.unavailable.Load(),
 		Released: s.released.Load(), NotHeld: s.notHeld.Load(),
+		Extended: s.extended.Load(), ExtendNotHeld: s.extendNotHeld.Load(),
 		CompensationsSent: s.compSent.Load(), CompensationsSucceeded: s.compSucceeded.Load(),
 		CompensationsFailed: s.compFailed.Load(), CompensationsDropped: s.compDropped.Load(),
 		Failovers: s.failovers.Load(), Connects: s.connects.Load(), Reconnects: s.reconnects.Load(),

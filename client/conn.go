@@ -137,6 +137,9 @@ func (cn *conn) write(batch []*call) bool {
 	for _, c := range batch {
 		starts = append(starts, len(buf))
 		buf = wire.AppendRequest(buf, c.frame())
+		if c.tk != nil {
+			c.tk.writing(c, c.writtenAt.Add(c.span)) // before any byte of it may reach the server
+		}
 	}
 	cn.wbuf, cn.starts = buf, starts
 	// A write that blocks (the peer reads nothing) ends by the first answer deadline in the
@@ -181,6 +184,8 @@ func (c *call) frame() *wire.Request {
 		return &wire.Request{Op: wire.OpAcquire, Owner: c.owner, Wait: c.stamped, Lease: c.lease, Key: []byte(c.key)}
 	case kindRelease:
 		return &wire.Request{Op: wire.OpRelease, Owner: c.owner, Token: c.token, Key: []byte(c.key)}
+	case kindExtend:
+		return &wire.Request{Op: wire.OpExtend, Owner: c.owner, Token: c.token, Lease: c.lease, Key: []byte(c.key)}
 	}
 	return &wire.Request{Op: wire.OpPing, Owner: c.owner}
 }

@@ -58,6 +58,16 @@ var (
 	ErrOwnerExhausted = errors.New("latch: owner counter exhausted; this client fails closed and sends nothing more; create a new Client")
 	// ErrQueueFull: the local queue of unsent requests is full. Nothing was sent.
 	ErrQueueFull = errors.New("latch: local request queue is full (nothing sent); too many requests wait for a connection; back off, or raise the queue size (in Go: Config.QueueSize)")
+	// ErrUnsupported: the extend was not applied, definitely, because the server does not
+	// offer it: no connection of the pool carries protocol revision 2 (nothing was sent), or a
+	// server answered E unsupported (the node, or the leader it forwards to, runs a latch
+	// without extend, as in a rolling upgrade). Asking again does not help while that lasts.
+	// The ticket's deadline stands; its lease ends then.
+	ErrUnsupported = errors.New("latch: unsupported (definite: not extended): the server does not offer extend (protocol revision 2); the ticket's deadline stands")
+	// ErrExtendInProgress: Ticket.Extend or KeepAlive was called while an extend of the same
+	// ticket is in progress, or a keep-alive runs: a ticket has one extend in flight at a time,
+	// and a keep-alive owns its extensions. Nothing was sent.
+	ErrExtendInProgress = errors.New("latch: an extend of this ticket is in progress, or its keep-alive runs (nothing sent); one extend at a time")
 	// ErrCanceled: the caller's context was canceled while the request was still unsent.
 	// Nothing was sent, so nothing was acquired or released. It also wraps ctx.Err().
 	ErrCanceled = errors.New("latch: canceled before the request was sent (nothing sent)")
@@ -79,6 +89,7 @@ var reasonErrors = map[wire.Reason]error{
 	wire.ReasonAuthFailed:     ErrAuth,
 	wire.ReasonAuthRequired:   ErrAuth,
 	wire.ReasonBadVersion:     ErrAuth,
+	wire.ReasonUnsupported:    ErrUnsupported,
 }
 
 // Error describes the reason and, through the matching sentinel, what to do.
@@ -120,6 +131,8 @@ func (e *unreachableError) Error() string {
 		what = "not acquired"
 	case kindRelease:
 		what = "not released; the lock, if still held, ends with its lease"
+	case kindExtend:
+		what = "not extended; the ticket's deadline stands"
 	}
 	how := "guaranteed unsent"
 	if e.refused {

@@ -59,23 +59,33 @@ func (cl *Client) submit(c *call, internal bool) error {
 
 // take hands the writer of cn the calls it may send now, in queue order, at most
 // wire.ReplyBatch: it skips calls whose server cn answered E unavailable until their retry
-// backoff has passed, finishes calls whose deadline has passed (they were never sent), and
-// stamps the rest just before the write.
+// backoff has passed, and extends when cn does not carry revision 2 (if no connection of the
+// pool does, it finishes them: unsupported, nothing sent), finishes calls whose deadline has
+// passed (they were never sent), and stamps the rest just before the write.
 func (cl *Client) take(cn *conn, out []*call) []*call {
 	q := cl.q
 	now, realNow := cl.clock.Now(), time.Now()
+	revised := -1 // whether a connection carries revision 2: looked up at the first extend
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for c := q.head; c != nil && len(out) < wire.ReplyBatch; {
 		next := c.next
+		if c.kind == kindExtend && !cn.leases && revised < 0 {
+			revised = 0
+			if cl.anyRevised() {
+				revised = 1
+			}
+		}
 		c.mu.Lock()
-		if c.avoid[cn.server] && realNow.Before(c.retryAt) {
+		if c.avoid[cn.server] && realNow.Before(c.retryAt) || c.kind == kindExtend && !cn.leases && revised == 1 {
 			c.mu.Unlock()
 			c = next
 			continue
 		}
 		q.removeLocked(c)
-		if !now.Before(c.deadline) {
+		if c.kind == kindExtend && !cn.leases {
+			c.finishLocked(wire.Response{}, unsupportedErr(c))
+		} else if !now.Before(c.deadline) {
 			c.finishLocked(wire.Response{}, cl.unsentErr(c))
 		} else {
 			c.stampLocked(cn, now)
@@ -93,6 +103,13 @@ func (cl *Client) take(cn *conn, out []*call) []*call {
 func (c *call) stampLocked(cn *conn, now time.Time) {
 	c.state, c.cn, c.writtenAt = stateSending, cn, now
 	c.attempts++
+	if c.kind == kindExtend {
+		// Once written it may be applied, and a shorter lease shortens the lock: the ticket's
+		// deadline is now at most now + span, and no attempt may be sent after that.
+		if end := now.Add(c.span); end.Before(c.deadline) {
+			c.deadline = end
+		}
+	}
 	c.answerBy = c.deadline
 	if c.kind == kindAcquire && !c.wait0 {
 		w, _ := wire.StampWait(c.deadline.Sub(now), wire.MaxWait) // now is before the deadline
@@ -143,6 +160,9 @@ func (cl *Client) requeue(c *call, cn *conn, how requeueHow, cause error) {
 		c.retryAt = time.Now().Add(retryIn)
 	case requeueResend:
 		c.sent = true
+		if c.kind == kindExtend && c.maybeAt.IsZero() {
+			c.maybeAt = c.writtenAt
+		}
 	}
 	switch {
 	case c.health:
@@ -194,6 +214,8 @@ func (k kind) op() wire.Op {
 		return wire.OpAcquire
 	case kindRelease:
 		return wire.OpRelease
+	case kindExtend:
+		return wire.OpExtend
 	}
 	return wire.OpPing
 }
@@ -358,8 +380,19 @@ func (cl *Client) unsentErr(c *call) error {
 		return fmt.Errorf("%w: not acquired (guaranteed unsent: %s); retry later", ErrTimeout, why)
 	case c.kind == kindRelease:
 		return fmt.Errorf("%w: release not sent (guaranteed unsent: %s); the lock, if still held, ends with its lease", ErrTimeout, why)
+	case c.kind == kindExtend:
+		return fmt.Errorf("%w: extend not sent (guaranteed unsent: %s); the ticket's deadline stands", ErrTimeout, why)
 	}
 	return fmt.Errorf("%w: ping not sent (%s)", ErrTimeout, why)
+}
+
+// unsupportedErr is the result of an extend that no connection of the pool can carry: none
+// has revision 2 in force. c.mu is held.
+func unsupportedErr(c *call) error {
+	if c.sent {
+		return fmt.Errorf("%w: an earlier attempt of the extend may have been sent, and no connection carries protocol revision 2 now to send it again", ErrIndeterminate)
+	}
+	return fmt.Errorf("%w: no connection of the pool carries protocol revision 2 (its servers do not offer it); nothing was sent", ErrUnsupported)
 }
 
 // noAnswerErr is the result of a call that may have been sent and got no answer in time.

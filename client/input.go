@@ -56,14 +56,11 @@ func normalize(key string, budget time.Duration, o AcquireOptions) (request, err
 	if !ok || w > wire.MaxWait {
 		return request{}, fmt.Errorf("%w: wait %v (%d s after rounding up) is outside 0..%d s", ErrUnsupportedDuration, o.Wait, w, wire.MaxWait)
 	}
-	lease := o.Lease
-	if lease == 0 {
-		lease = DefaultLease
+	lease, err := leaseSeconds(o.Lease)
+	if err != nil {
+		return request{}, err
 	}
-	l, ok := ceilSeconds(lease)
-	if !ok || l < wire.MinLease || l > wire.MaxLease {
-		return request{}, fmt.Errorf("%w: lease %v (%d s after rounding up) is outside %d..%d s", ErrUnsupportedDuration, lease, l, wire.MinLease, wire.MaxLease)
-	}
+	l := int64(lease)
 	b, ok := ceilSeconds(budget)
 	maxB := int64(MaxWorkBudget / time.Second)
 	if !ok || b > maxB {
@@ -73,4 +70,17 @@ func normalize(key string, budget time.Duration, o AcquireOptions) (request, err
 		return request{}, fmt.Errorf("%w: min work budget %d s > lease %d s", ErrInsufficientLease, b, l)
 	}
 	return request{key: key, wait: uint8(w), lease: uint16(l), budget: time.Duration(b) * time.Second}, nil
+}
+
+// leaseSeconds checks a lease as an acquire's or an extend's: 0 means DefaultLease, and the
+// rest is rounded up to whole seconds and must then be wire.MinLease..wire.MaxLease.
+func leaseSeconds(lease time.Duration) (uint16, error) {
+	if lease == 0 {
+		lease = DefaultLease
+	}
+	l, ok := ceilSeconds(lease)
+	if !ok || l < wire.MinLease || l > wire.MaxLease {
+		return 0, fmt.Errorf("%w: lease %v (%d s after rounding up) is outside %d..%d s", ErrUnsupportedDuration, lease, l, wire.MinLease, wire.MaxLease)
+	}
+	return uint16(l), nil
 }

@@ -166,6 +166,21 @@ func (cl *Client) authError() error {
 	return fmt.Errorf("every server refused the handshake (nothing sent): %w", ErrAuth)
 }
 
+// anyRevised reports whether a connection of the pool carries revision 2.
+func (cl *Client) anyRevised() bool {
+	cl.pmu.Lock()
+	defer cl.pmu.Unlock()
+	return cl.revised > 0
+}
+
+// unsupported reports whether connections are up and none carries revision 2: an extend
+// would have nothing to go out on. With no connection up, nobody knows yet.
+func (cl *Client) unsupported() bool {
+	cl.pmu.Lock()
+	defer cl.pmu.Unlock()
+	return len(cl.conns) > 0 && cl.revised == 0
+}
+
 // connError is the last dial error while no connection is up, else nil.
 func (cl *Client) connError() error {
 	cl.pmu.Lock()

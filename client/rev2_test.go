@@ -231,6 +231,15 @@ func TestRealServerIgnoresTheOffer(t *testing.T) {
 	if want := start.Add(10 * time.Second); !tk.Deadline.Equal(want) {
 		t.Fatalf("deadline %v, want latch/1's written_at + lease %v", tk.Deadline, want)
 	}
+	// Extend fails at once: nothing can carry it. The ping after it reaches the server
+	// decoded as latch/1, so no frame of revision 2 went before it.
+	if err := tk.Extend(ctx, time.Minute); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Extend: %v, want ErrUnsupported", err)
+	}
+	if err := cl.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	eventually(t, bound, "ping recorded", func() bool { return len(p.requests(wire.OpPing)) == 1 })
 	if err := tk.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}

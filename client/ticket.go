@@ -26,13 +26,16 @@ type Ticket struct {
 	cl *Client
 
 	// mu guards the fields below. It is a leaf lock: nothing else is locked while holding it
-	// but the clock's timers and the context's own.
+	// but the clock's timers and the context's own, and no caller's context is asked
+	// anything (the ticket's own Deadline takes it).
 	mu    sync.Mutex
 	dl    time.Time // the deadline: Deadline, or the last confirmed extension's
 	lease uint16    // seconds: the acquire's, or the last confirmed extension's
+	ext   *call     // the extend in progress, if any (extend.go)
 	// pend, while ext may have been applied, is the earliest written_at + new lease of its
 	// attempts: a shorter lease shortens the lock, so the deadline is min(dl, pend).
 	pend time.Time
+	ka   *keepAlive // the keep-alive running, if any (keepalive.go)
 	// ended is why the ticket ended (released, lost, unconfirmed, or its deadline as its
 	// context's timer saw it), once it did. It is the cause of the context.
 	ended error
@@ -173,6 +176,7 @@ func (t *Ticket) endLocked(cause error) {
 // error (unavailable, indeterminate) a later call tries again. ErrNotHeld after the ticket's
 // deadline is ErrLeaseEnded too: the lease had run out before the release.
 func (t *Ticket) Release(ctx context.Context) error {
+	t.stopKeepAlive()
 	t.mu.Lock()
 	settled := t.settled
 	t.mu.Unlock()
