@@ -236,6 +236,9 @@ func TestRealServerIgnoresTheOffer(t *testing.T) {
 	if err := tk.Extend(ctx, time.Minute); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("Extend: %v, want ErrUnsupported", err)
 	}
+	if err := tk.KeepAlive(ctx, 0); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("KeepAlive: %v, want ErrUnsupported", err)
+	}
 	if err := cl.Ping(ctx); err != nil {
 		t.Fatalf("Ping: %v", err)
 	}
