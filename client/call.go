@@ -46,21 +46,20 @@ const (
 )
 
 // call is one request from the moment it is queued until its result. The caller's goroutine
-// waits for done; writers, readers and timers move it between states.
+// waits for done; writers, readers and timers move it between states. Its small fields are
+// packed together: every acquire and release allocates one.
 type call struct {
-	kind  kind
-	owner uint64
-	key   string
-	token uint64 // release, extend
-	wait0 bool   // acquire asked with wait 0: sent as 0, bounded by ioTimeout
-	lease uint16 // acquire, extend
-	// Extend: its ticket, and how long its lease holds at least from a write (leaseSpan).
-	tk       *Ticket
-	span     time.Duration
-	deadline time.Time
-	ctxBound bool // the caller's context deadline is the operation deadline
-	bounded  bool // counts against Config.QueueSize
-	health   bool // a connection's own health ping
+	kind     kind
+	wait0    bool   // acquire asked with wait 0: sent as 0, bounded by ioTimeout
+	ctxBound bool   // the caller's context deadline is the operation deadline
+	bounded  bool   // counts against Config.QueueSize
+	health   bool   // a connection's own health ping
+	lease    uint16 // acquire, extend
+	owner    uint64
+	key      string
+	token    uint64      // release, extend
+	ext      *extendCall // extend only
+	deadline time.Time   // set by prepare; an extend's is shortened when written (stampLocked)
 
 	// Queue links, guarded by queue.mu.
 	prev, next *call
@@ -68,20 +67,29 @@ type call struct {
 
 	mu        sync.Mutex
 	state     state
-	cn        *conn         // sending: the connection it was handed to
 	stamped   uint8         // sending, acquire: the wait written into the frame
+	sent      bool          // some attempt may have reached a server
+	cn        *conn         // sending: the connection it was handed to
 	writtenAt time.Time     // sending: when the writer stamped it, just before writing
 	answerBy  time.Time     // sending: when the caller gives up waiting for its answer
-	sent      bool          // some attempt may have reached a server
 	avoid     map[int]bool  // servers that answered E unavailable during this call
 	retryAt   time.Time     // real time: before it, servers in avoid are not asked again
 	backoff   time.Duration // the last retry backoff after E unavailable
 	attempts  int
-	readAt    time.Time // when its G or L answer was read
-	maybeAt   time.Time // extend: the write of its first attempt that may have been applied
+	seen      time.Duration // G or L answer: from writtenAt to the read of the answer
 	res       wire.Response
 	err       error
 	done      chan struct{}
+}
+
+// extendCall is what an extend call carries besides a release's fields: its ticket, how long
+// its lease holds at least from a write (leaseSpan), and, guarded by call.mu, the write of its
+// first attempt that may have been applied (one lost with its connection, or answered E
+// indeterminate).
+type extendCall struct {
+	tk      *Ticket
+	span    time.Duration
+	maybeAt time.Time
 }
 
 func newCall(k kind, owner uint64, deadline time.Time) *call {

@@ -158,7 +158,7 @@ func (cl *Client) Acquire(ctx context.Context, key string, minWorkBudget time.Du
 // acquired turns the settled call into a ticket at the delivery gate, or into an error.
 func (cl *Client) acquired(c *call, r request) (*Ticket, error) {
 	c.mu.Lock()
-	res, err, writtenAt, readAt := c.res, c.err, c.writtenAt, c.readAt
+	res, err, writtenAt, seen := c.res, c.err, c.writtenAt, c.seen
 	c.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -171,7 +171,7 @@ func (cl *Client) acquired(c *call, r request) (*Ticket, error) {
 		now := cl.clock.Now()
 		end := writtenAt.Add(time.Duration(r.lease) * time.Second)
 		if res.Op == wire.OpGranted {
-			end = grantEnd(writtenAt, readAt, res.Age, r.lease, cl.ppb)
+			end = grantEnd(writtenAt, writtenAt.Add(seen), res.Age, r.lease, cl.ppb)
 		}
 		why := ""
 		if !now.Before(c.deadline) {

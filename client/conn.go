@@ -137,8 +137,8 @@ func (cn *conn) write(batch []*call) bool {
 	for _, c := range batch {
 		starts = append(starts, len(buf))
 		buf = wire.AppendRequest(buf, c.frame())
-		if c.tk != nil {
-			c.tk.writing(c, c.writtenAt.Add(c.span)) // before any byte of it may reach the server
+		if c.ext != nil {
+			c.ext.tk.writing(c, c.writtenAt.Add(c.ext.span)) // before any byte of it may reach the server
 		}
 	}
 	cn.wbuf, cn.starts = buf, starts

@@ -73,13 +73,14 @@ func (t *Ticket) extend(ctx context.Context, lease uint16, until time.Time, ka *
 	if err != nil {
 		return err
 	}
-	c.key, c.token, c.lease, c.tk, c.span = t.Key, t.Token, lease, t, leaseSpan(lease, cl.ppb)
+	c.key, c.token, c.lease = t.Key, t.Token, lease
+	c.ext = &extendCall{tk: t, span: leaseSpan(lease, cl.ppb)}
 	t.mu.Lock()
 	if err := t.extendableLocked(start, ka); err != nil { // another extend began meanwhile
 		t.mu.Unlock()
 		return err
 	}
-	t.ext = c
+	t.xLocked().ext = c
 	t.mu.Unlock()
 	res, err := cl.exchange(ctx, c, false)
 	return t.extended(c, res, err)
@@ -93,7 +94,7 @@ func (t *Ticket) extendableLocked(now time.Time, ka *keepAlive) error {
 		return fmt.Errorf("%w; nothing sent", t.ended)
 	case !now.Before(t.deadlineLocked()):
 		return fmt.Errorf("%w %v ago; nothing sent: an extend never goes out after the deadline", errDeadlineCause, now.Sub(t.deadlineLocked()))
-	case t.ext != nil || t.ka != nil && t.ka != ka:
+	case t.x != nil && (t.x.ext != nil || t.x.ka != nil && t.x.ka != ka):
 		return ErrExtendInProgress
 	}
 	return nil
@@ -104,11 +105,12 @@ func (t *Ticket) extendableLocked(now time.Time, ka *keepAlive) error {
 func (t *Ticket) writing(c *call, end time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.ext != c { // settled already (canceled while being written): extended counted it
+	x := t.x
+	if x == nil || x.ext != c { // settled already (canceled while being written): extended counted it
 		return
 	}
-	if t.pend.IsZero() || end.Before(t.pend) {
-		t.pend = end
+	if x.pend.IsZero() || end.Before(x.pend) {
+		x.pend = end
 		t.armLocked()
 	}
 }
@@ -117,7 +119,7 @@ func (t *Ticket) writing(c *call, end time.Time) {
 func (t *Ticket) extended(c *call, res wire.Response, err error) error {
 	cl := t.cl
 	c.mu.Lock()
-	writtenAt, maybeAt, readAt := c.writtenAt, c.maybeAt, c.readAt
+	writtenAt, maybeAt, readAt, span := c.writtenAt, c.ext.maybeAt, c.writtenAt.Add(c.seen), c.ext.span
 	c.mu.Unlock()
 	// unknown is the write of the first attempt that may have been applied, if any: an
 	// earlier one lost with its connection, or the last one when its outcome is unknown.
@@ -127,13 +129,13 @@ func (t *Ticket) extended(c *call, res wire.Response, err error) error {
 	}
 	t.mu.Lock()
 	was := t.deadlineLocked()
-	t.ext, t.pend = nil, time.Time{}
+	t.x.ext, t.x.pend = nil, time.Time{}
 	switch {
 	case err == nil && res.Op == wire.OpExtend:
 		if t.ended == nil && readAt.Before(was) {
 			// Applied after this attempt was written, so the lock ends no earlier than that plus
 			// the lease (an earlier attempt applied later only ends it later).
-			t.dl, t.lease = writtenAt.Add(c.span), c.lease
+			t.dl, t.lease = writtenAt.Add(span), c.lease
 			t.armLocked()
 			t.mu.Unlock()
 			cl.st.extended.Add(1)
@@ -151,7 +153,7 @@ func (t *Ticket) extended(c *call, res wire.Response, err error) error {
 		return lostError{}
 	}
 	if !unknown.IsZero() {
-		if end := unknown.Add(c.span); end.Before(t.dl) {
+		if end := unknown.Add(span); end.Before(t.dl) {
 			t.dl = end
 		}
 	}

@@ -402,10 +402,10 @@ func TestExtendNeverAfterTheDeadline(t *testing.T) {
 		// extended decides it with the moment the L was read.
 		cl, clk, _, fc, tk := revisedTicket(t)
 		c := newCall(kindExtend, 1000, clk.Now().Add(time.Minute))
-		c.key, c.token, c.lease, c.tk, c.span = tk.Key, tk.Token, 60, tk, span60
-		c.writtenAt, c.readAt = clk.Now(), tk.Deadline
+		c.key, c.token, c.lease, c.ext = tk.Key, tk.Token, 60, &extendCall{tk: tk, span: span60}
+		c.writtenAt, c.seen = clk.Now(), tk.Deadline.Sub(clk.Now()) // read at the deadline
 		tk.mu.Lock()
-		tk.ext = c
+		tk.xLocked().ext = c
 		tk.mu.Unlock()
 		err := tk.extended(c, short(wire.OpExtend, 1000), nil)
 		if !errors.Is(err, ErrTicketEnded) || !strings.Contains(err.Error(), "released in the background") {

@@ -63,7 +63,7 @@ func withEcho(flags uint8) fakeOption { return func(f *fakeServer) { f.echo = fl
 // withFailedHandshakes makes the first n connections end right after the client's hello.
 func withFailedHandshakes(n int32) fakeOption { return func(f *fakeServer) { f.failHello.Store(n) } }
 
-func newFakeServer(t *testing.T, opts ...fakeOption) *fakeServer {
+func newFakeServer(t testing.TB, opts ...fakeOption) *fakeServer {
 	t.Helper()
 	fs := &fakeServer{addr: "127.0.0.1:0", conns: make(chan *fakeConn, 64), done: make(chan struct{})}
 	for _, o := range opts {

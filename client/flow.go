@@ -106,7 +106,7 @@ func (c *call) stampLocked(cn *conn, now time.Time) {
 	if c.kind == kindExtend {
 		// Once written it may be applied, and a shorter lease shortens the lock: the ticket's
 		// deadline is now at most now + span, and no attempt may be sent after that.
-		if end := now.Add(c.span); end.Before(c.deadline) {
+		if end := now.Add(c.ext.span); end.Before(c.deadline) {
 			c.deadline = end
 		}
 	}
@@ -160,8 +160,8 @@ func (cl *Client) requeue(c *call, cn *conn, how requeueHow, cause error) {
 		c.retryAt = time.Now().Add(retryIn)
 	case requeueResend:
 		c.sent = true
-		if c.kind == kindExtend && c.maybeAt.IsZero() {
-			c.maybeAt = c.writtenAt
+		if c.ext != nil && c.ext.maybeAt.IsZero() {
+			c.ext.maybeAt = c.writtenAt
 		}
 	}
 	switch {
@@ -258,7 +258,9 @@ func (cl *Client) deliver(c *call, cn *conn, resp wire.Response) {
 		cn.close(err)
 		return
 	}
-	c.readAt = readAt
+	if !readAt.IsZero() {
+		c.seen = readAt.Sub(c.writtenAt)
+	}
 	c.finishLocked(resp, nil)
 	c.mu.Unlock()
 }

@@ -63,7 +63,7 @@ func (t *Ticket) KeepAlive(ctx context.Context, every time.Duration) error {
 		cancel()
 		return err
 	}
-	t.ka = ka
+	t.xLocked().ka = ka
 	t.mu.Unlock()
 	go t.keepAlive(kctx, ka, lease, every)
 	return nil
@@ -81,8 +81,11 @@ type keepAlive struct {
 // stopKeepAlive stops the ticket's keep-alive, if one runs, and waits until it has: no
 // extend of it is in flight afterwards.
 func (t *Ticket) stopKeepAlive() {
+	var ka *keepAlive
 	t.mu.Lock()
-	ka := t.ka
+	if t.x != nil {
+		ka = t.x.ka
+	}
 	t.mu.Unlock()
 	if ka != nil {
 		ka.cancel()
@@ -96,8 +99,8 @@ func (t *Ticket) keepAlive(ctx context.Context, ka *keepAlive, lease uint16, eve
 	defer func() {
 		ka.cancel()
 		t.mu.Lock()
-		if t.ka == ka {
-			t.ka = nil
+		if t.x.ka == ka {
+			t.x.ka = nil
 		}
 		t.mu.Unlock()
 		close(ka.done)
@@ -173,7 +176,7 @@ func retryable(err error) bool {
 func (t *Ticket) unconfirmed(ka *keepAlive, dl time.Time, every time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.ka != ka || ka.ctx.Err() != nil || t.deadlineLocked().After(dl) {
+	if t.x.ka != ka || ka.ctx.Err() != nil || t.deadlineLocked().After(dl) {
 		return // stopped, or confirmed
 	}
 	last := "no attempt was answered in time"

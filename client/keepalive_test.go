@@ -27,7 +27,7 @@ func stopped(t *testing.T, tk *Ticket) {
 	eventually(t, bound, "keep-alive stopped", func() bool {
 		tk.mu.Lock()
 		defer tk.mu.Unlock()
-		return tk.ka == nil
+		return tk.x == nil || tk.x.ka == nil
 	})
 }
 

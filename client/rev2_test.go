@@ -257,3 +257,76 @@ func TestRealServerIgnoresTheOffer(t *testing.T) {
 		t.Fatalf("acquires %+v releases %+v: want one each, decoded as latch/1", as, rs)
 	}
 }
+
+// answerAll answers every request on fc at once until the connection ends: acquires with a
+// grant (G with an age on a revised connection, else A), releases R, pings, extends L.
+func answerAll(fc *fakeConn) {
+	defer fc.nc.Close()
+	var token uint64
+	for {
+		r, err := fc.read(time.Minute)
+		if err != nil {
+			return
+		}
+		resp := short(r.Op, r.Owner) // R, P, L
+		if r.Op == wire.OpAcquire {
+			token++
+			resp = granted(r.Owner, token)
+			if fc.leases {
+				resp = grantedAge(r.Owner, token, 3)
+			}
+		}
+		if fc.sendErr(resp) != nil {
+			return
+		}
+	}
+}
+
+// BenchmarkFakeAcquireRelease measures acquire+release pairs against the fake server that
+// answers everything at once, on latch/1 (A grants) and on revision 2 (G grants with an age):
+// the same server work, so the difference is the client's cost of the age.
+func BenchmarkFakeAcquireRelease(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		opts []fakeOption
+	}{{"latch1", nil}, {"revised", []fakeOption{withLeases()}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			fs := newFakeServer(b, tc.opts...)
+			go func() {
+				for {
+					select {
+					case fc := <-fs.conns:
+						go answerAll(fc)
+					case <-fs.done:
+						return
+					}
+				}
+			}()
+			cl, err := New(Config{Servers: []string{fs.addr}, Conns: 2})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					tk, err := cl.Acquire(ctx, "bench", 0, AcquireOptions{})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if err := tk.Release(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			if st := cl.Stats(); (st.ConnsRevised > 0) != (tc.opts != nil) || st.ConnsRevised > 0 && st.ConnsRevised != st.ConnsOpen {
+				b.Fatalf("stats %+v: want every connection revised %v", st, tc.opts != nil)
+			}
+		})
+	}
+}

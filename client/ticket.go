@@ -27,25 +27,37 @@ type Ticket struct {
 
 	// mu guards the fields below. It is a leaf lock: nothing else is locked while holding it
 	// but the clock's timers and the context's own, and no caller's context is asked
-	// anything (the ticket's own Deadline takes it).
-	mu    sync.Mutex
-	dl    time.Time // the deadline: Deadline, or the last confirmed extension's
-	lease uint16    // seconds: the acquire's, or the last confirmed extension's
-	ext   *call     // the extend in progress, if any (extend.go)
-	// pend, while ext may have been applied, is the earliest written_at + new lease of its
-	// attempts: a shorter lease shortens the lock, so the deadline is min(dl, pend).
-	pend time.Time
-	ka   *keepAlive // the keep-alive running, if any (keepalive.go)
+	// anything (the ticket's own Deadline takes it). Fields are few and packed: every acquire
+	// allocates a Ticket.
+	mu       sync.Mutex
+	dl       time.Time // the deadline: Deadline, or the last confirmed extension's
+	lease    uint16    // seconds: the acquire's, or the last confirmed extension's
+	released bool
+	settled  bool // a Release released the lock or found it not held: later ones send nothing
 	// ended is why the ticket ended (released, lost, unconfirmed, or its deadline as its
 	// context's timer saw it), once it did. It is the cause of the context.
 	ended error
 	// The context is made on the first Context call: most callers never ask for it, and it
 	// costs a timer.
-	ctx      *leaseContext
-	stop     func() bool // the context's timer at the deadline
-	gen      uint64      // the current timer's generation: an older timer does nothing
-	released bool
-	settled  bool // a Release released the lock or found it not held: later ones send nothing
+	ctx *leaseContext
+	x   *extension // made by the first Extend or KeepAlive
+}
+
+// extension is a ticket's state for Extend and KeepAlive, guarded by Ticket.mu.
+type extension struct {
+	ext *call // the extend in progress, if any (extend.go)
+	// pend, while ext may have been applied, is the earliest written_at + new lease of its
+	// attempts: a shorter lease shortens the lock, so the deadline is min(dl, pend).
+	pend time.Time
+	ka   *keepAlive // the keep-alive running, if any (keepalive.go)
+}
+
+// xLocked returns t.x, made if need be. t.mu is held.
+func (t *Ticket) xLocked() *extension {
+	if t.x == nil {
+		t.x = &extension{}
+	}
+	return t.x
 }
 
 // Why a ticket ended: the cause of its context (context.Cause), and of the errors of Extend
@@ -85,8 +97,8 @@ func (t *Ticket) CurrentDeadline() time.Time {
 }
 
 func (t *Ticket) deadlineLocked() time.Time {
-	if !t.pend.IsZero() && t.pend.Before(t.dl) {
-		return t.pend
+	if x := t.x; x != nil && !x.pend.IsZero() && x.pend.Before(t.dl) {
+		return x.pend
 	}
 	return t.dl
 }
@@ -130,22 +142,23 @@ func (t *Ticket) Context() context.Context {
 // armLocked sets the context's timer at the current deadline, replacing any earlier one. It
 // does nothing before Context is called or once the ticket ended. t.mu is held.
 func (t *Ticket) armLocked() {
-	if t.ctx == nil || t.ended != nil {
+	l := t.ctx
+	if l == nil || t.ended != nil {
 		return
 	}
-	if t.stop != nil {
-		t.stop()
+	if l.stop != nil {
+		l.stop()
 	}
-	t.gen++
-	gen := t.gen
-	t.stop = t.cl.clock.AfterFunc(t.deadlineLocked().Sub(t.cl.clock.Now()), func() { t.timeUp(gen) })
+	l.gen++
+	gen := l.gen
+	l.stop = t.cl.clock.AfterFunc(t.deadlineLocked().Sub(t.cl.clock.Now()), func() { t.timeUp(gen) })
 }
 
 // timeUp ends the ticket at its deadline, unless the timer is stale.
 func (t *Ticket) timeUp(gen uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if gen != t.gen || t.ended != nil {
+	if gen != t.ctx.gen || t.ended != nil {
 		return
 	}
 	if t.cl.clock.Now().Before(t.deadlineLocked()) { // cannot happen: a moved deadline rearms
@@ -161,11 +174,11 @@ func (t *Ticket) endLocked(cause error) {
 		return
 	}
 	t.ended = cause
-	if t.stop != nil {
-		t.stop()
-	}
-	if t.ctx != nil {
-		t.ctx.end(cause)
+	if l := t.ctx; l != nil {
+		if l.stop != nil {
+			l.stop()
+		}
+		l.end(cause)
 	}
 }
 
@@ -229,6 +242,11 @@ type leaseContext struct {
 	endDone  context.CancelFunc
 	cause    context.Context
 	endCause context.CancelCauseFunc
+
+	// The timer at the ticket's deadline, guarded by Ticket.mu: stop stops it, gen is its
+	// generation (a timer of an older one does nothing).
+	stop func() bool
+	gen  uint64
 }
 
 func newLeaseContext(t *Ticket) *leaseContext {
