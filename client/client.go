@@ -52,7 +52,8 @@ type AcquireOptions struct {
 	// held, ErrTimeout at once.
 	Wait time.Duration
 	// Lease is how long the lock is held unless released, rounded up to whole seconds, then
-	// 1..3600 s. 0 means DefaultLease (30 s). There is no renewal: it must cover the work.
+	// 1..3600 s. 0 means DefaultLease (30 s). It must cover the work, unless the servers offer
+	// protocol revision 2: then Ticket.Extend and Ticket.KeepAlive renew it.
 	Lease time.Duration
 }
 

@@ -5,6 +5,11 @@
 // lock may be held. docs/protocol.md describes the wire protocol and these rules for
 // clients in other languages, with test vectors in docs/vectors.
 //
+// It also offers protocol revision 2 (docs/protocol-rev2-draft.md): grants that carry their
+// age, Ticket.Extend and Ticket.KeepAlive. They work against servers that offer the
+// revision; no latch server does yet, and against every other server the client is latch/1
+// (see "Revision 2" below).
+//
 // It imports only package wire and the standard library.
 //
 // # Use
@@ -16,6 +21,10 @@
 //	if err != nil { ... }           // see Errors below
 //	defer t.Release(context.Background())
 //	work(t.Context(), t.Token)       // pass the token to every resource you write
+//
+// With a server that offers revision 2, a holder whose work has no known end keeps the lock
+// with t.KeepAlive(ctx, 0) and watches t.Context(): it ends, with context.Cause saying why,
+// when the lock is lost or can no longer be kept.
 //
 // New returns at once; connections are dialed in the background (and redialed when they
 // die). A call made before any connection is up waits in the local queue, within its own
@@ -62,12 +71,13 @@
 // (One exception: while the caller's own goroutine is writing to a socket whose send buffer
 // is full, the cancellation waits for that write, which ends by the answer deadline above.)
 //
-// Delivery gate. An A answer becomes a Ticket only if the operation deadline has not passed
+// Delivery gate. A grant becomes a Ticket only if the operation deadline has not passed
 // and the lease left, reckoned conservatively from the moment the frame was written
-// (written_at + lease - now), is at least the min work budget. Otherwise the client releases
-// that exact token in the background (a compensating release), keeps the connection open
-// and returns ErrIndeterminate. Ticket.Deadline is written_at + lease; Ticket.Context ends
-// then (context.DeadlineExceeded) or when the ticket is released.
+// (deadline - now), is at least the min work budget. Otherwise the client releases that exact
+// token in the background (a compensating release), keeps the connection open and returns
+// ErrIndeterminate. The deadline of an A (latch/1) is written_at + lease. That of a G
+// (revision 2) counts the age and the clock margin, below. Ticket.Deadline is that deadline;
+// Ticket.Context ends then (context.DeadlineExceeded) or when the ticket ends otherwise.
 //
 // Release. An explicit release has IOTimeout from the call, and a compensating release
 // IOTimeout from when it was queued, reconnects and resends included: a release whose
@@ -81,15 +91,69 @@
 // If the counter would wrap to 0, the client fails closed for good: every later call returns
 // ErrOwnerExhausted and nothing is sent. Create a new Client.
 //
-// Handshake. Each connection starts with a hello carrying a fresh random nonce. With a
-// secret, a server whose hello does not ask for auth is refused (no downgrade), and the
-// server's proof is checked in constant time: a server that cannot prove the secret could
-// hand out fake tokens. When the last attempt at every server failed authentication and no
-// connection is up, queued and new calls fail at once with ErrAuth instead of waiting.
+// Handshake. Each connection starts with a hello carrying a fresh random nonce and the offer
+// of revision 2 (unless Config.Latch1Only). With a secret, a server whose hello does not ask
+// for auth is refused (no downgrade), and the server's proof is checked in constant time: a
+// server that cannot prove the secret could hand out fake tokens. When the last attempt at
+// every server failed authentication and no connection is up, queued and new calls fail at
+// once with ErrAuth instead of waiting.
 //
 // Answers are matched to requests by owner, in any order; an answer for no pending owner is
 // ignored and logged. E with owner 0 means the server is closing the connection: requests
 // pending on it are treated as sent (acquires ErrIndeterminate; releases are resent).
+//
+// # Revision 2
+//
+// Negotiation. The hello sets wire.FlagLeases, an offer, and nothing else. A server that
+// implements the revision echoes it, and only then do its frames appear on that connection
+// (the response decoder switches right after the server's hello). A server that does not
+// echo gets latch/1, byte for byte after the hello, which every latch/1 server ignores the
+// flags of. A server whose hello echoes an offer the client did not make breaks the
+// handshake: that connection is dropped like a failed handshake (wire.AcceptFlags). Other
+// server bits are ignored. Stats.ConnsRevised counts the connections with the revision.
+//
+// Grant age. On a revised connection a grant is G, with the time (ms, rounded down) the
+// request spent on the server before its lease started. The ticket's deadline is
+//
+//	written_at + (min(age, read_at - written_at) + lease) x (1 - rho), rounded down
+//
+// where read_at is when the G was read and rho is Config.Rho (default 0.001): a span of the
+// server's time is at least (1 - rho) as long on the client's clock. The age never counts
+// more than the client saw pass, so a wrong age cannot make a deadline later than a lease
+// started at the read. A waiter granted after a long wait keeps almost all of its lease
+// (lease x (1 - rho) minus the commit of its grant), where latch/1 counted the wait against
+// it. Tickets granted on a latch/1 connection keep latch/1's deadline, with no margin.
+//
+// Extend. Ticket.Extend(ctx, lease) sends L (key, token, new lease, checked as an acquire's)
+// on any revised connection, one at a time per ticket, never at or after the deadline (nor
+// resent after it), within IOTimeout. A definite L replaces the deadline with that attempt's
+// written_at + lease x (1 - rho), even when that is earlier. N means the token does not hold
+// the lock: the ticket is lost, its context ends with ErrTicketLost. While an answer is
+// unknown (in flight, E indeterminate, a connection lost after the write) the deadline is
+// min(old, written_at + lease x (1 - rho)) of the first attempt that may have been applied,
+// and a resend is safe (each attempt is applied again). E unavailable is asked again with the
+// backoff of a release. E unsupported, and an extend with no revised connection to go out
+// on, are ErrUnsupported: definite, never retried, nothing sent in the second case. An L read
+// after the deadline does not revive the ticket: its token is released in the background.
+// CurrentDeadline is the deadline now; Ticket.Deadline stays the grant's.
+//
+// Keep-alive. Ticket.KeepAlive(ctx, every) extends with the ticket's lease every `every`
+// (default a third of the lease) after the start of the current lease, retrying with
+// backoff; when only `every` of the lease is left unconfirmed, or an extension fails
+// definitely, the ticket's context ends at that moment. Release stops it first. The context's
+// cause says how the ticket ended, as etcd's Session.Done does:
+//
+//   - ErrTicketEnded: released (context.Canceled), or the deadline passed
+//     (context.DeadlineExceeded);
+//   - ErrTicketLost: an extend was answered N (its lease had ended, it was released or
+//     force-released, or another token holds the key);
+//   - ErrTicketUnconfirmed: the keep-alive had no extension confirmed before the deadline
+//     neared, or one failed definitely (E unsupported, another E, the client closed).
+//
+// Fencing still decides. A keep-alive stops a holder only while the holder runs: one paused
+// past its deadline (GC, SIGSTOP, a suspended VM) pauses its keep-alive too, its lease ends,
+// and a newer token may be granted. When it wakes, only the resources' check of its token
+// refuses its writes. Pass Ticket.Token to every resource, with a keep-alive as without.
 //
 // # Pool and failover
 //
@@ -109,8 +173,8 @@
 //
 // Test results with errors.Is. What each means for the lock, and what to do:
 //
-//   - nil from Acquire: you hold the lock until Ticket.Deadline. Use Ticket.Context for the
-//     work and pass Ticket.Token to every resource.
+//   - nil from Acquire: you hold the lock until Ticket.Deadline (CurrentDeadline once
+//     extended). Use Ticket.Context for the work and pass Ticket.Token to every resource.
 //   - ErrTimeout: definitely not acquired (T, or never sent before the deadline). Retry later
 //     or wait longer. From Release: definitely not released; nothing was sent. Test
 //     ErrUnavailable first to tell "no server could take it" from "the lock was held".
@@ -126,6 +190,11 @@
 //   - ErrUnsupportedDuration, ErrInsufficientLease, ErrBadKey: fix the input; nothing sent.
 //   - ErrTokenExhausted: the server grants no more tokens; operator action needed.
 //   - ErrAuth: secret, server or version mismatch; fix the configuration.
+//   - ErrUnsupported (Extend, KeepAlive): the servers do not offer revision 2, or answered E
+//     unsupported; nothing was extended and asking again will not help. The ticket's deadline
+//     stands. ErrExtendInProgress: another extend of the ticket, or its keep-alive, is running.
+//   - ErrTicketLost, ErrTicketUnconfirmed, ErrTicketEnded: how a ticket ended (its context's
+//     cause, and what Extend returns after). Stop the work under it.
 //   - ErrCanceled: your context was canceled before anything was sent.
 //   - ErrQueueFull: too many requests wait for a connection; nothing sent. Back off.
 //   - ErrClosed, ErrOwnerExhausted: this Client sends nothing any more.
@@ -134,9 +203,12 @@
 //
 // # Time
 //
-// Config.Clock drives every operation deadline, stamp, ticket deadline and ping interval,
-// so tests can be exact; the real clock's monotonic reading makes them immune to wall-clock
-// steps. Dial, TLS and handshake timeouts, write stall timeouts and reconnect backoff use
-// real time. The client cannot see the server's clock: if the client's clock runs slower than
-// the server's, a Ticket.Deadline can be late; keep a margin for that in the budget.
+// Config.Clock drives every operation deadline, stamp, ticket deadline, keep-alive schedule
+// and ping interval, so tests can be exact; the real clock's monotonic reading makes them
+// immune to wall-clock steps. Dial, TLS and handshake timeouts, write stall timeouts,
+// reconnect and retry backoff use real time. The client cannot see the server's clock. On a
+// revised connection Config.Rho bounds how much faster it may run (1000 ppm by default; raise
+// it where clocks are slewed faster). On a latch/1 connection no margin is applied: if the
+// client's clock runs slower than the server's, a Ticket.Deadline can be late; keep a margin
+// for that in the budget.
 package client

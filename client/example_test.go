@@ -54,3 +54,32 @@ func runReport(ctx context.Context, token uint64) error {
 	_ = token
 	return ctx.Err()
 }
+
+// Keep a lock for work of unknown length on servers that offer protocol revision 2: the
+// keep-alive extends the lease every third of it, and the ticket's context ends, with its
+// cause, when the lock is lost or no extension was confirmed in time.
+func ExampleTicket_KeepAlive() {
+	c, err := client.New(client.Config{Servers: []string{"10.0.0.1:7400"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx := context.Background()
+	t, err := c.Acquire(ctx, "queues/orders/consumer", 5*time.Second, client.AcquireOptions{Lease: 30 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer t.Release(context.Background()) // stops the keep-alive, then releases
+	if err := t.KeepAlive(ctx, 0); errors.Is(err, client.ErrUnsupported) {
+		log.Print("the servers do not offer extend: the work must end within the lease")
+	}
+	work := t.Context()
+	<-work.Done() // stands for work that watches the context and stops when it ends
+	switch cause := context.Cause(work); {
+	case errors.Is(cause, client.ErrTicketLost):
+		log.Print("lost the lock: stop at once, its token no longer holds it")
+	case errors.Is(cause, client.ErrTicketUnconfirmed):
+		log.Printf("could not keep the lock (%v): stop before its deadline %v", cause, t.CurrentDeadline())
+	}
+}
