@@ -93,7 +93,7 @@ func (t *Ticket) extendableLocked(now time.Time, ka *keepAlive) error {
 	case t.ended != nil:
 		return fmt.Errorf("%w; nothing sent", t.ended)
 	case !now.Before(t.deadlineLocked()):
-		return fmt.Errorf("%w %v ago; nothing sent: an extend never goes out after the deadline", errDeadlineCause, now.Sub(t.deadlineLocked()))
+		return fmt.Errorf("%w (%v ago); nothing sent: an extend never goes out after the deadline", errDeadlineCause, now.Sub(t.deadlineLocked()))
 	case t.x != nil && (t.x.ext != nil || t.x.ka != nil && t.x.ka != ka):
 		return ErrExtendInProgress
 	}

@@ -187,8 +187,9 @@ func (t *Ticket) unconfirmed(ka *keepAlive, dl time.Time, every time.Duration) {
 }
 
 // sleep waits d, on the client's clock (clock true: the schedule) or in real time (a retry
-// backoff, as for every call), and reports whether the keep-alive goes on: false when ctx ends, or when the client closes, which ends the ticket
-// (no extension can be confirmed any more).
+// backoff, as for every call), and reports whether the keep-alive goes on: false when ctx
+// ends, or when the client closes, which ends the ticket (no extension can be confirmed any
+// more).
 func (t *Ticket) sleep(ctx context.Context, d time.Duration, clock bool) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
