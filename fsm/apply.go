@@ -1,0 +1,108 @@
+package fsm
+
+import "fmt"
+
+// ResultKind is the outcome of one command. The zero value is not a kind.
+type ResultKind uint8
+
+// The result kinds, with the Result fields each one sets (the others are
+// zero).
+const (
+	// Granted: an Acquire got the key. Token is the new token, Holder the
+	// new holder and Key the key as stored in the table (one shared string,
+	// which an expiry heap may keep instead of copying the key again).
+	Granted ResultKind = iota + 1
+	// Held: an Acquire found the key held. Holder is the current holder.
+	Held
+	// Released: a Release freed the key. Holder is the holder it freed.
+	Released
+	// NotHeld: a Release's token does not hold the key. Holder is the
+	// current holder if another token holds it, zero if the key is free.
+	NotHeld
+	// Expired: an Expire freed the key. Holder is the holder it freed.
+	Expired
+	// Stale: an Expire's token no longer holds the key (it was released, or
+	// granted again): nothing changed. Holder is as for NotHeld.
+	Stale
+	// Exhausted: an Acquire failed because MaxToken has been issued; every
+	// later Acquire fails the same way, forever (docs/protocol.md section 4).
+	Exhausted
+	// Floored: a Floor was applied. Token is the last token afterwards,
+	// which is the command's token or higher: the floor never lowers it.
+	Floored
+	// Invalid: the command failed Command.Validate and changed nothing.
+	Invalid
+)
+
+var resultKindNames = [...]string{
+	Granted:   "granted",
+	Held:      "held",
+	Released:  "released",
+	NotHeld:   "not_held",
+	Expired:   "expired",
+	Stale:     "stale",
+	Exhausted: "exhausted",
+	Floored:   "floored",
+	Invalid:   "invalid",
+}
+
+func (k ResultKind) String() string {
+	if int(k) < len(resultKindNames) && resultKindNames[k] != "" {
+		return resultKindNames[k]
+	}
+	return fmt.Sprintf("ResultKind(%d)", uint8(k))
+}
+
+// Result is the outcome of one command; ResultKind says which fields are
+// set.
+type Result struct {
+	Kind   ResultKind
+	Token  Token  // Granted: the new token; Floored: the last token afterwards
+	Holder Holder // Granted: the new holder; Held, NotHeld, Stale: the current one; Released, Expired: the freed one
+	Key    string // Granted: the key as the table stores it
+}
+
+// ApplyCommand is the single deterministic transition of the lock table:
+// both modes go through it (single mode under the node's mutex, cluster
+// mode from the raft FSM for every command of every committed batch). It
+// validates c (Invalid if Validate fails, changing nothing), then:
+//
+//	Acquire  Exhausted once MaxToken has been issued (even if the key is
+//	         held); else Held if the key is held; else Granted
+//	Release  Released if Token holds the key, else NotHeld
+//	Expire   Expired if Token still holds the key, else Stale
+//	Floor    Floored, with the counter raised to at least Token
+//
+// It reads no clock and no random source and does not allocate, except the
+// key string of a grant.
+func (t *Table) ApplyCommand(c Command) Result {
+	if c.Validate() != nil {
+		return Result{Kind: Invalid}
+	}
+	switch c.Kind {
+	case CmdAcquire:
+		tok, k, err := t.Acquire(c.Key, c.Lease)
+		switch err {
+		case nil:
+			return Result{Kind: Granted, Token: tok, Holder: Holder{Token: tok, Lease: c.Lease}, Key: k}
+		case ErrHeld:
+			h, _ := t.Holder(c.Key)
+			return Result{Kind: Held, Holder: h}
+		default: // ErrTokenExhausted, the only other error of Acquire
+			return Result{Kind: Exhausted}
+		}
+	case CmdRelease, CmdExpire:
+		freed, miss := Released, NotHeld
+		if c.Kind == CmdExpire {
+			freed, miss = Expired, Stale
+		}
+		h, ok := t.Holder(c.Key)
+		if ok && t.Release(c.Key, c.Token) {
+			return Result{Kind: freed, Holder: h}
+		}
+		return Result{Kind: miss, Holder: h}
+	default: // CmdFloor; Validate admitted nothing else
+		last, _ := t.RaiseFloor(c.Token) // Validate checked the range
+		return Result{Kind: Floored, Token: last}
+	}
+}
