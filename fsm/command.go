@@ -38,7 +38,7 @@ import (
 // before the leader writes it.
 
 // BatchVersion is the format version in the first byte of every batch.
-// DecodeBatch rejects any other.
+// DecodeBatch rejects any other (and FSM halts on it).
 const BatchVersion = 1
 
 // Limits checked by Command.Validate. They restate docs/protocol.md section 4,
@@ -163,13 +163,16 @@ func checkKey(key []byte) error {
 }
 
 // Codec errors. DecodeBatch wraps one of them with the position and detail.
+// FSM halts on either (see FSM.Err).
 var (
-	// ErrBatchVersion: the entry was written in a format version this node
-	// does not know.
+	// ErrBatchVersion: the entry was written in a format version newer than
+	// this node reads.
 	ErrBatchVersion = errors.New("fsm: log entry has an unknown format version: " +
 		"it was written by a newer latch; upgrade this node to the leader's version")
-	// ErrBatchMalformed: the entry is not a well-formed batch (truncated,
-	// trailing bytes, unknown command kind). Nothing in it was applied.
+	// ErrBatchMalformed: the entry is not a well-formed batch of its version
+	// (empty, version 0, truncated, trailing bytes, a kind that version
+	// does not have). Nothing in it was applied. No latch writes one: the
+	// log was damaged, or was written by something other than AppendBatch.
 	ErrBatchMalformed = errors.New("fsm: malformed log entry")
 	// ErrUnencodable: AppendBatch was given a command it cannot encode (an
 	// unknown kind or a key over 255 bytes). Call Validate on each command
@@ -226,8 +229,11 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 	if len(data) == 0 {
 		return dst, fmt.Errorf("%w: empty entry", ErrBatchMalformed)
 	}
-	if data[0] != BatchVersion {
-		return dst, fmt.Errorf("%w: version %d, this node knows %d", ErrBatchVersion, data[0], BatchVersion)
+	switch v := data[0]; {
+	case v > BatchVersion:
+		return dst, fmt.Errorf("%w: version %d, this node reads 1 to %d", ErrBatchVersion, v, BatchVersion)
+	case v == 0:
+		return dst, fmt.Errorf("%w: version 0, which no latch writes", ErrBatchMalformed)
 	}
 	if len(data) < batchHeaderLen {
 		return dst, fmt.Errorf("%w: %d-byte entry is shorter than the %d-byte header", ErrBatchMalformed, len(data), batchHeaderLen)
@@ -273,8 +279,7 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 			}
 			c.Token = Token(binary.BigEndian.Uint64(p[1:]))
 		default:
-			return drop(dst, n0), fmt.Errorf("%w: command %d at byte %d has unknown kind %d: "+
-				"it was written by a newer latch; upgrade this node to the leader's version", ErrBatchMalformed, i, off, p[0])
+			return drop(dst, n0), fmt.Errorf("%w: command %d at byte %d has unknown kind %d", ErrBatchMalformed, i, off, p[0])
 		}
 		dst = append(dst, c)
 		p = p[n:]

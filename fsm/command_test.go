@@ -168,7 +168,7 @@ func TestDecodeBatchRejects(t *testing.T) {
 	}{
 		{"nil", nil, ErrBatchMalformed},
 		{"empty", []byte{}, ErrBatchMalformed},
-		{"version 0", mk("0000000000"), ErrBatchVersion},
+		{"version 0", mk("0000000000"), ErrBatchMalformed},
 		{"version 2", mk("0200000000"), ErrBatchVersion},
 		{"version 255 alone", mk("ff"), ErrBatchVersion},
 		{"short header", mk("01000000"), ErrBatchMalformed},

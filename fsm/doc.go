@@ -44,9 +44,10 @@
 // package wire only. These rules and every transition are part of the log
 // format ([BatchVersion]): changing any of them needs a new version.
 //
-// An entry of a newer log format than this latch knows (a leader already
-// upgraded) is not skipped: skipping it would diverge. The FSM halts
-// instead (FSM.Err) until the node is upgraded and replays it.
+// An entry this latch cannot decode, of a newer log format (a leader
+// already upgraded) or malformed, is never skipped: skipping an entry
+// another replica applies diverges. The FSM halts instead ([FSM.Err]) until
+// the node runs a latch that reads it and replays it.
 //
 // The --token-floor of a cluster enters through the log as a Floor command
 // at bootstrap, never as a local setting: a node that joins later replays

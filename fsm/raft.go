@@ -35,13 +35,12 @@ type FSM struct {
 	mu    sync.RWMutex
 	table *Table // guarded by mu; Restore replaces it whole
 
-	// applied is the index of the last log entry applied (or skipped as
-	// malformed), or the index a restored snapshot reflects. It is written
-	// under mu (so a Read sees it consistent with the table) and read
-	// without it.
+	// applied is the index of the last log entry applied, or the index a
+	// restored snapshot reflects. It is written under mu (so a Read sees it
+	// consistent with the table) and read without it.
 	applied atomic.Uint64
 
-	// halted is set, under mu, when an entry of a newer format arrives:
+	// halted is set, under mu, when an entry that does not decode arrives:
 	// from then on nothing is applied until a Restore (see Err).
 	halted error
 
@@ -76,12 +75,11 @@ func NewFSM(floor Token) (*FSM, error) {
 // one of:
 //
 //   - []Result, one per command of the batch, in order;
-//   - an error wrapping ErrBatchMalformed if the entry is not a well-formed
-//     batch: nothing in it was applied, on any replica (they all decode the
-//     same bytes the same way), and the FSM goes on with the next entry;
-//   - an error wrapping ErrBatchVersion and ErrHalted if the entry has a
-//     format version above BatchVersion, or if the FSM halted on such an
-//     entry before (see Err).
+//   - an error wrapping ErrHalted, and ErrBatchVersion or
+//     ErrBatchMalformed, if the entry does not decode (a format version
+//     this latch does not read, or not a well-formed batch of its version),
+//     or if the FSM halted on such an entry before (see Err). Nothing in it
+//     was applied here; a replica that reads it may apply it.
 //
 // Any other entry type (raft passes raft.LogConfiguration to a
 // BatchingFSM) changes nothing and answers nil. The entry's Data is never
@@ -114,12 +112,8 @@ func (f *FSM) applyLocked(l *raft.Log) any {
 	}
 	cmds, err := DecodeBatch(l.Data, f.cmds[:0])
 	if err != nil {
-		if len(l.Data) > 0 && l.Data[0] > BatchVersion {
-			f.halted = fmt.Errorf("%w; log index %d (last applied %d): %w", ErrHalted, l.Index, f.applied.Load(), err)
-			return f.halted
-		}
-		f.applied.Store(l.Index)
-		return err
+		f.halted = fmt.Errorf("%w; log index %d (last applied %d): %w", ErrHalted, l.Index, f.applied.Load(), err)
+		return f.halted
 	}
 	f.applied.Store(l.Index)
 	res := make([]Result, len(cmds))
@@ -139,18 +133,27 @@ func (f *FSM) applyLocked(l *raft.Log) any {
 var ErrHalted = errors.New("fsm: halted, applying nothing more: applying the log past an entry this " +
 	"latch cannot read would make this replica diverge")
 
-// Err returns nil, or an error wrapping ErrHalted and ErrBatchVersion once
-// the FSM has met a log entry whose format version is newer than
-// BatchVersion (a leader running a newer latch, during a rolling upgrade).
+// Err returns nil, or an error wrapping ErrHalted once the FSM has met a
+// log entry it cannot decode, and with it the decode error:
+//   - ErrBatchVersion: a format version this latch does not read (a leader
+//     running a newer latch, during a rolling upgrade). Upgrade this node.
+//   - ErrBatchMalformed: not a well-formed batch of its version. No latch
+//     writes one; the log is damaged, or was written by something other
+//     than AppendBatch.
+//
+// There is no entry that fails to decode and is known to be harmless to
+// skip: a replica that skips an entry another one applies diverges for
+// good (an older latch that skipped an entry of grants would, as leader,
+// issue their tokens again), and no node can tell whether the others read
+// an entry it cannot. So every such entry halts, even an empty one (no
+// latch writes that either).
+//
 // A halted FSM applies nothing more: every later entry answers the same
 // error and AppliedIndex stays at the last entry it did apply, so a halted
 // leader grants nothing; Snapshot fails, so that raft cannot compact away
 // the entries this node has not applied. After an upgrade and restart the
 // node replays them. A successful Restore, which replaces the whole state,
 // clears the halt. Readiness and health checks should report Err.
-//
-// A malformed entry of a known version does not halt: every replica
-// rejects it identically, so skipping it cannot diverge.
 func (f *FSM) Err() error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -189,9 +192,9 @@ func (f *FSM) Len() int {
 	return f.table.Len()
 }
 
-// AppliedIndex returns the index of the last log entry applied (a
-// malformed entry counts; an entry a halted FSM skipped does not), or the
-// index the last restored snapshot reflects; 0 before either. raft never
+// AppliedIndex returns the index of the last log entry applied (not the
+// entry an FSM halted on, nor any after it), or the index the last restored
+// snapshot reflects; 0 before either. raft never
 // hands no-op and barrier entries to the FSM, so this can trail raft's own
 // AppliedIndex by those: readiness that compares against raft's commit
 // index should use (*raft.Raft).AppliedIndex, or wait on a Barrier.

@@ -48,10 +48,10 @@
 // unknown), with the cause, following the table in shared/notes/hashicorp-raft.md section 1
 // (see classify). A command refused because this node does not lead is ErrNotLeader, and
 // one that can never be carried out as it is (it fails fsm's validation, or its group is too
-// large or holds such a command) is Rejected; both are ErrNotApplied too. An entry the FSM rejects as malformed (fsm.ErrBatchMalformed) was
-// applied nowhere, so its commands get ErrNotApplied; any other error response (a halted
-// FSM, fsm.ErrHalted) is for an entry that is in the log and that upgraded replicas apply,
-// so ErrMaybeApplied.
+// large or holds such a command) is Rejected; both are ErrNotApplied too. An error response
+// from the FSM means it halted (fsm.ErrHalted: it met an entry it cannot decode, this one or
+// an earlier one): the entry is in the log and replicas that read it apply it, so
+// ErrMaybeApplied.
 //
 // # Who may speak Raft
 //

@@ -353,9 +353,10 @@ func (n *Node) settle(e *entry) {
 		}
 		return
 	case error:
-		// fsm.FSM.Apply: a malformed entry was applied nowhere (every replica decodes the
-		// same bytes alike); any other error (a halted FSM) leaves an entry that is in the
-		// log and that upgraded replicas apply.
+		// fsm.FSM.Apply answers an error only once it halted (fsm.ErrHalted: an entry it
+		// cannot decode), for an entry that is in the log and that replicas which read it
+		// apply. It no longer answers ErrBatchMalformed without ErrHalted, so the first
+		// branch is never taken.
 		if errors.Is(r, fsm.ErrBatchMalformed) && !errors.Is(r, fsm.ErrHalted) {
 			err = notApplied(r)
 		} else {
