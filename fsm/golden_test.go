@@ -1,0 +1,180 @@
+package fsm
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+// The files in testdata were written by latch at commit 28a4f08, whose only
+// batch and snapshot format was version 1, and must never be regenerated:
+// they are what logs and snapshots on disk hold.
+//
+//   - batch_v1.txt: command lists (random, with edge cases: empty and
+//     255-byte keys, leases 0 and 65535, tokens 0 and 2^64-1, fields a kind
+//     does not use set) and the version 1 batch that commit encoded for each.
+//   - log_v1.txt: a log of version 1 entries (grants, releases, expiries,
+//     floors, invalid commands), the results that commit applied each to,
+//     and the snapshot it wrote at the end.
+
+// goldenLines returns the lines of a testdata file without its comments.
+func goldenLines(t *testing.T, name string) []string {
+	t.Helper()
+	f, err := os.Open("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if line := sc.Text(); line != "" && !strings.HasPrefix(line, "#") {
+			lines = append(lines, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+func goldenHex(t *testing.T, s string) []byte {
+	t.Helper()
+	if s == "-" {
+		return []byte{}
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatalf("bad hex %q: %v", s, err)
+	}
+	return b
+}
+
+func goldenUint(t *testing.T, s string, bits int) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(s, 10, bits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestGoldenV1Batches: a batch that version 1 carries is written byte for
+// byte as latch wrote it before version 2, so a cluster that never extends
+// keeps writing entries that older nodes read, and reads back the same
+// commands.
+func TestGoldenV1Batches(t *testing.T) {
+	lines := goldenLines(t, "batch_v1.txt")
+	if len(lines) < 60 {
+		t.Fatalf("%d golden batches", len(lines))
+	}
+	for i, line := range lines {
+		text, hexData, ok := strings.Cut(line, "\t")
+		if !ok {
+			t.Fatalf("line %d: no tab", i)
+		}
+		var cmds []Command
+		if text != "-" {
+			for _, f := range strings.Fields(text) {
+				p := strings.Split(f, "/")
+				if len(p) != 4 {
+					t.Fatalf("line %d: command %q", i, f)
+				}
+				cmds = append(cmds, Command{
+					Kind:  CommandKind(goldenUint(t, p[0], 8)),
+					Key:   goldenHex(t, p[1]),
+					Lease: uint16(goldenUint(t, p[2], 16)),
+					Token: Token(goldenUint(t, p[3], 64)),
+				})
+			}
+		}
+		want := goldenHex(t, hexData)
+		got, err := AppendBatch(nil, cmds)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("line %d: AppendBatch = %x, %v\nwant %x", i, got, err, want)
+		}
+		dec, err := DecodeBatch(want, nil)
+		if err != nil || len(dec) != len(cmds) {
+			t.Fatalf("line %d: DecodeBatch: %d commands, %v", i, len(dec), err)
+		}
+		for j := range dec {
+			if c := canonical(cmds[j]); !sameCommand(dec[j], c) {
+				t.Fatalf("line %d command %d: decoded %+v, want %+v", i, j, dec[j], c)
+			}
+		}
+	}
+}
+
+// TestGoldenV1Log: a version 1 log replays with exactly the results it had
+// when it was written, to the same state; the snapshot written then
+// restores to that state and is written again byte for byte.
+func TestGoldenV1Log(t *testing.T) {
+	lines := goldenLines(t, "log_v1.txt")
+	kinds := map[string]ResultKind{}
+	for k := Granted; k <= Invalid; k++ {
+		kinds[k.String()] = k
+	}
+	f := newFSM(t, 0)
+	var (
+		res     []Result
+		at      int // the next result of res to compare
+		index   uint64
+		entries int
+		snap    []byte
+	)
+	for i, line := range lines {
+		fields := strings.Fields(line)
+		switch {
+		case fields[0] == "entry" && len(fields) == 3:
+			if at != len(res) {
+				t.Fatalf("line %d: entry %d answered %d results, the file has %d", i, index, len(res), at)
+			}
+			index = goldenUint(t, fields[1], 64)
+			res = results(t, f.Apply(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: goldenHex(t, fields[2])}))
+			at = 0
+			entries++
+		case fields[0] == "snapshot" && len(fields) == 2:
+			snap = goldenHex(t, fields[1])
+		case len(fields) == 5:
+			k, ok := kinds[fields[0]]
+			if !ok {
+				t.Fatalf("line %d: result kind %q", i, fields[0])
+			}
+			want := Result{
+				Kind:   k,
+				Token:  Token(goldenUint(t, fields[1], 64)),
+				Holder: Holder{Token: Token(goldenUint(t, fields[2], 64)), Lease: uint16(goldenUint(t, fields[3], 16))},
+				Key:    string(goldenHex(t, fields[4])),
+			}
+			if at >= len(res) || res[at] != want {
+				t.Fatalf("line %d: entry %d result %d = %+v, want %+v", i, index, at, res[min(at, len(res)-1)], want)
+			}
+			at++
+		default:
+			t.Fatalf("line %d: %q", i, line)
+		}
+	}
+	if entries < 100 || snap == nil || at != len(res) {
+		t.Fatalf("%d entries, snapshot %v, %d of %d last results", entries, snap != nil, at, len(res))
+	}
+	if got := persist(t, f); !bytes.Equal(got, snap) {
+		t.Fatalf("snapshot after replay differs from the one written then:\n got %x\nwant %x", got, snap)
+	}
+	g := newFSM(t, 0)
+	if err := restore(t, g, snap); err != nil {
+		t.Fatalf("Restore of the version 1 snapshot: %v", err)
+	}
+	if !sameState(stateOf(t, g), stateOf(t, f)) {
+		t.Fatal("restored version 1 snapshot differs from the replayed state")
+	}
+	if got := persist(t, g); !bytes.Equal(got, snap) {
+		t.Fatal("restored version 1 snapshot is not written again byte for byte")
+	}
+}
