@@ -66,7 +66,7 @@ func TestBackupWithFloor(t *testing.T) {
 		if g.LastToken() != c.want || g.AppliedIndex() != 77 {
 			t.Fatalf("floor %d: restored last %d index %d", c.floor, g.LastToken(), g.AppliedIndex())
 		}
-		if h, ok := g.Holder([]byte("b")); !ok || h != (Holder{2, 20}) {
+		if h, ok := g.Holder([]byte("b")); !ok || h != (Holder{Token: 2, Lease: 20}) {
 			t.Fatalf("floor %d: holder of b %+v %v", c.floor, h, ok)
 		}
 	}

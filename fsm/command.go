@@ -48,6 +48,12 @@ const BatchVersion = 1
 const (
 	MaxKeyLen = 128  // bytes; keys are 1..MaxKeyLen bytes
 	MaxLease  = 3600 // seconds; leases are 1..MaxLease seconds
+
+	// MaxExtensions is the most times one holder can be extended: an
+	// Extend of a holder already extended MaxExtensions times changes
+	// nothing (ExtendLimit). The count never wraps, or an Expire made for
+	// an old lease could match again.
+	MaxExtensions = math.MaxUint32
 )
 
 const (

@@ -72,9 +72,11 @@
 //
 // # Snapshots
 //
-// A snapshot is the whole state: the last token and every holder, keys in
-// sorted order so that the bytes depend on the state alone, behind a magic,
-// a version and a CRC-32C. Restore reads and verifies a snapshot into a new
+// A snapshot is the whole state: the last token and every holder (its
+// current lease and extension count), keys in sorted order so that the
+// bytes depend on the state alone, behind a magic, a version and a CRC-32C.
+// Like a batch, it is written in version 1 while version 1 carries it (no
+// holder is extended). Restore reads and verifies a snapshot into a new
 // table and swaps it in only on success: it replaces, never merges, and a
 // corrupt snapshot leaves the current state untouched. FSM.Snapshot only
 // copies the entries (about 20 ms for 1,000,000 keys); sorting and writing
@@ -84,10 +86,11 @@
 //
 // The service must hold 1,000,000 keys in at most 250 bytes of heap per key
 // in total, so the table is a single map[string]Holder: a [Holder] is 16
-// bytes with no pointers, the key string is allocated once per grant and may
-// be shared with the expiry heap (Acquire returns it, and so does a Granted
-// Result). BenchmarkTableMemory reports the cost per key. A snapshot copy
-// costs 32 more bytes per key while it lives. Go maps do not shrink: after
-// a peak the table keeps its bucket memory until the process restarts (or
-// the FSM restores a snapshot into a new Table).
+// bytes with no pointers (the extension count sits in what was padding),
+// the key string is allocated once per grant and may be shared with the
+// expiry heap (Acquire returns it, and so does a Granted Result).
+// BenchmarkTableMemory reports the cost per key. A snapshot copy costs 32
+// more bytes per key while it lives. Go maps do not shrink: after a peak
+// the table keeps its bucket memory until the process restarts (or the FSM
+// restores a snapshot into a new Table).
 package fsm

@@ -177,4 +177,12 @@ func TestGoldenV1Log(t *testing.T) {
 	if got := persist(t, g); !bytes.Equal(got, snap) {
 		t.Fatal("restored version 1 snapshot is not written again byte for byte")
 	}
+	f.Read(func(tb *Table) {
+		tb.Range(func(k string, h Holder) bool {
+			if h.Extensions != 0 {
+				t.Errorf("%q restored with %d extensions", k, h.Extensions)
+			}
+			return true
+		})
+	})
 }

@@ -3,6 +3,7 @@ package fsm
 import (
 	"runtime"
 	"testing"
+	"unsafe"
 )
 
 // appendKey appends "lock/%07d" (i < 10,000,000) without allocating.
@@ -42,6 +43,21 @@ func tableHeapPerKey(tb testing.TB, n int) float64 {
 	}
 	runtime.KeepAlive(t)
 	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+}
+
+// TestValueSizes: the extension count fits in padding that was already
+// there, so a held key, a decoded command and a result cost what they did.
+func TestValueSizes(t *testing.T) {
+	for name, got := range map[string]uintptr{
+		"Holder":  unsafe.Sizeof(Holder{}),
+		"Command": unsafe.Sizeof(Command{}),
+		"Result":  unsafe.Sizeof(Result{}),
+	} {
+		want := map[string]uintptr{"Holder": 16, "Command": 48, "Result": 48}[name]
+		if got != want {
+			t.Errorf("%s is %d bytes, want %d", name, got, want)
+		}
+	}
 }
 
 // BenchmarkTableMemory reports the heap per key of a table holding 1,000,000

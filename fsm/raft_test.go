@@ -122,9 +122,9 @@ func TestFSMApply(t *testing.T) {
 	f := newFSM(t, 0)
 	res := results(t, f.Apply(entry(t, 3, acq("a", 10), acq("a", 10), acq("b", 20))))
 	want := []Result{
-		{Kind: Granted, Token: 1, Holder: Holder{1, 10}, Key: "a"},
-		{Kind: Held, Holder: Holder{1, 10}},
-		{Kind: Granted, Token: 2, Holder: Holder{2, 20}, Key: "b"},
+		{Kind: Granted, Token: 1, Holder: Holder{Token: 1, Lease: 10}, Key: "a"},
+		{Kind: Held, Holder: Holder{Token: 1, Lease: 10}},
+		{Kind: Granted, Token: 2, Holder: Holder{Token: 2, Lease: 20}, Key: "b"},
 	}
 	if fmt.Sprint(res) != fmt.Sprint(want) {
 		t.Fatalf("results %+v, want %+v", res, want)
@@ -132,7 +132,7 @@ func TestFSMApply(t *testing.T) {
 	if f.AppliedIndex() != 3 {
 		t.Fatalf("AppliedIndex = %d, want 3", f.AppliedIndex())
 	}
-	if h, ok := f.Holder([]byte("b")); !ok || h != (Holder{2, 20}) {
+	if h, ok := f.Holder([]byte("b")); !ok || h != (Holder{Token: 2, Lease: 20}) {
 		t.Fatalf("Holder(b) = %+v, %v", h, ok)
 	}
 

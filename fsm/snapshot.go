@@ -12,31 +12,46 @@ import (
 	"strings"
 )
 
-// Snapshot format, version 1 (all integers unsigned big-endian):
+// Snapshot format (all integers unsigned big-endian):
 //
 //	magic    8 bytes  "LATCHSNP"
-//	version  u8       1
+//	version  u8       1 or 2
 //	index    u64      the raft index the state reflects (0 outside raft)
 //	last     u64      the last token issued (the floor before any grant)
 //	count    u64      the number of held keys
 //	entries  count times, keys in strictly increasing byte order:
-//	           keylen u8 (1..MaxKeyLen), key, token u64 (1..last), lease u16 (1..MaxLease)
+//	           version 1: keylen u8 (1..MaxKeyLen), key, token u64 (1..last), lease u16 (1..MaxLease)
+//	           version 2: the same, then extensions u32 (the holder's extension count)
 //	crc      u32      CRC-32C (Castagnoli) of every byte before it
 //
 // and nothing after. Sorting makes the bytes a function of the state alone:
 // two replicas at the same index write identical snapshots, and a reader
 // rejects a repeated key without a lookup. The whole table is the state:
-// there are no waiters, deadlines or sessions in the FSM to carry.
+// there are no waiters, deadlines or sessions in the FSM to carry. A
+// holder's lease is its current one, as the last Extend set it.
+//
+// A version 1 entry is a holder never extended (count 0). WriteSnapshot
+// writes version 1 when no holder has been extended, so a cluster that never
+// extends writes the bytes it always wrote, and a node of a latch that knows
+// only version 1 can still restore its snapshots during a rolling upgrade;
+// it writes version 2 otherwise, which such a node refuses by its version
+// byte before reading anything (ErrSnapshotVersion). ReadSnapshot reads
+// both and, as for batches, accepts exactly what WriteSnapshot writes: a
+// version 2 snapshot holds at least one extended holder.
 
-// SnapshotVersion is the snapshot format version this package writes and
-// the only one it reads.
-const SnapshotVersion = 1
+// Snapshot format versions. SnapshotVersion is the newest; ReadSnapshot
+// reads every version from 1 to SnapshotVersion and refuses any other.
+const (
+	snapshotV1      = 1
+	snapshotV2      = 2
+	SnapshotVersion = snapshotV2
+)
 
 var snapshotMagic = [8]byte{'L', 'A', 'T', 'C', 'H', 'S', 'N', 'P'}
 
 const (
 	snapshotHeaderLen = 8 + 1 + 8 + 8 + 8
-	maxEntryLen       = 1 + MaxKeyLen + 8 + 2
+	maxEntryLen       = 1 + MaxKeyLen + 8 + 2 + 4
 	snapshotBufSize   = 64 << 10
 	// restoreSizeHint caps the map size taken on trust from a header whose
 	// checksum is not yet known: a corrupt count must not allocate without
@@ -109,8 +124,12 @@ func (c *tableCopy) write(w io.Writer) error {
 		buf = buf[:0]
 		return err
 	}
+	v := byte(snapshotV1)
+	if slices.ContainsFunc(c.entries, func(e snapEntry) bool { return e.h.Extensions != 0 }) {
+		v = snapshotV2
+	}
 	buf = append(buf, snapshotMagic[:]...)
-	buf = append(buf, SnapshotVersion)
+	buf = append(buf, v)
 	buf = binary.BigEndian.AppendUint64(buf, c.index)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(c.last))
 	buf = binary.BigEndian.AppendUint64(buf, uint64(len(c.entries)))
@@ -128,6 +147,9 @@ func (c *tableCopy) write(w io.Writer) error {
 		buf = append(buf, e.key...)
 		buf = binary.BigEndian.AppendUint64(buf, uint64(e.h.Token))
 		buf = binary.BigEndian.AppendUint16(buf, e.h.Lease)
+		if v == snapshotV2 {
+			buf = binary.BigEndian.AppendUint32(buf, e.h.Extensions)
+		}
 	}
 	crc = crc32.Update(crc, castagnoli, buf)
 	buf = binary.BigEndian.AppendUint32(buf, crc)
@@ -135,8 +157,9 @@ func (c *tableCopy) write(w io.Writer) error {
 	return err
 }
 
-// ReadSnapshot reads a whole snapshot from r and returns it as a new table,
-// with the raft index it reflects. It checks the magic and version first,
+// ReadSnapshot reads a whole snapshot, of any version from 1 to
+// SnapshotVersion, from r and returns it as a new table, with the raft
+// index it reflects. It checks the magic and version first,
 // every entry's ranges and order as it goes, then the checksum, and that
 // nothing follows it; any failure returns an error wrapping
 // ErrSnapshotFormat, ErrSnapshotVersion or ErrSnapshotCorrupt (or r's own
@@ -154,8 +177,13 @@ func ReadSnapshot(r io.Reader) (*Table, uint64, error) {
 	if len(hdr) <= len(snapshotMagic) {
 		return nil, 0, corrupt(err, "truncated in the header")
 	}
-	if hdr[8] != SnapshotVersion {
-		return nil, 0, fmt.Errorf("%w: version %d, this latch reads %d", ErrSnapshotVersion, hdr[8], SnapshotVersion)
+	v := hdr[8]
+	if v != snapshotV1 && v != snapshotV2 {
+		return nil, 0, fmt.Errorf("%w: version %d, this latch reads 1 to %d", ErrSnapshotVersion, v, SnapshotVersion)
+	}
+	tail := 8 + 2 // token, lease
+	if v == snapshotV2 {
+		tail += 4 // extensions
 	}
 	if len(hdr) < snapshotHeaderLen {
 		return nil, 0, corrupt(err, "truncated in the header")
@@ -176,6 +204,7 @@ func ReadSnapshot(r io.Reader) (*Table, uint64, error) {
 
 	t := &Table{held: make(map[string]Holder, min(count, restoreSizeHint)), last: last}
 	var prev string
+	extended := false
 	for i := range count {
 		b, err := br.Peek(1)
 		if err != nil {
@@ -185,7 +214,7 @@ func ReadSnapshot(r io.Reader) (*Table, uint64, error) {
 		if kl == 0 || kl > MaxKeyLen {
 			return nil, 0, corrupt(nil, fmt.Sprintf("entry %d has a %d-byte key", i, kl))
 		}
-		n := 1 + kl + 8 + 2
+		n := 1 + kl + tail
 		b, err = br.Peek(n)
 		if err != nil {
 			return nil, 0, corrupt(err, fmt.Sprintf("truncated at entry %d of %d", i, count))
@@ -195,6 +224,10 @@ func ReadSnapshot(r io.Reader) (*Table, uint64, error) {
 		h := Holder{
 			Token: Token(binary.BigEndian.Uint64(b[1+kl:])),
 			Lease: binary.BigEndian.Uint16(b[1+kl+8:]),
+		}
+		if v == snapshotV2 {
+			h.Extensions = binary.BigEndian.Uint32(b[1+kl+10:])
+			extended = extended || h.Extensions != 0
 		}
 		if h.Token == 0 || h.Token > last || h.Lease == 0 || h.Lease > MaxLease {
 			return nil, 0, corrupt(nil, fmt.Sprintf("entry %d holder %+v out of range (last token %d)", i, h, last))
@@ -206,11 +239,11 @@ func ReadSnapshot(r io.Reader) (*Table, uint64, error) {
 		t.held[prev] = h
 		_, _ = br.Discard(n) // n bytes are buffered: Peek returned them
 	}
-	var tail [4]byte
-	if _, err := io.ReadFull(br, tail[:]); err != nil {
+	var sum [4]byte
+	if _, err := io.ReadFull(br, sum[:]); err != nil {
 		return nil, 0, corrupt(err, "truncated before the checksum")
 	}
-	if got := binary.BigEndian.Uint32(tail[:]); got != crc {
+	if got := binary.BigEndian.Uint32(sum[:]); got != crc {
 		return nil, 0, corrupt(nil, fmt.Sprintf("checksum %08x, computed %08x", got, crc))
 	}
 	switch _, err := br.ReadByte(); {
@@ -218,6 +251,9 @@ func ReadSnapshot(r io.Reader) (*Table, uint64, error) {
 		return nil, 0, corrupt(nil, "data after the checksum")
 	case !errors.Is(err, io.EOF):
 		return nil, 0, fmt.Errorf("fsm: reading snapshot: %w", err)
+	}
+	if v == snapshotV2 && !extended {
+		return nil, 0, corrupt(nil, "a version 2 snapshot without an extended holder (version 1 carries that state)")
 	}
 	return t, index, nil
 }

@@ -47,6 +47,28 @@ func smallTable(t *testing.T) *Table {
 	return tb
 }
 
+// extendHolder gives key's holder a lease and an extension count, as that
+// many extends would.
+func extendHolder(t testing.TB, tb *Table, key string, lease uint16, n uint32) {
+	t.Helper()
+	h, ok := tb.held[key]
+	if !ok {
+		t.Fatalf("%q is not held", key)
+	}
+	h.Lease, h.Extensions = lease, n
+	tb.held[key] = h
+}
+
+// extendedTable is smallTable with two holders extended, one of them
+// MaxExtensions times.
+func extendedTable(t *testing.T) *Table {
+	t.Helper()
+	tb := smallTable(t)
+	extendHolder(t, tb, "a", 45, 2)
+	extendHolder(t, tb, "z", 5, MaxExtensions)
+	return tb
+}
+
 func writeSnap(t testing.TB, tb *Table, index uint64) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -71,6 +93,13 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			tb.ApplyCommand(acq(string(key128), MaxLease))
 			return tb
 		}, 7},
+		{"extended holders (version 2)", extendedTable, 99},
+		{"one holder, extended", func(t *testing.T) *Table {
+			tb := newTable(t, 0)
+			tb.ApplyCommand(acq("k", 1))
+			extendHolder(t, tb, "k", 2, 1)
+			return tb
+		}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := tc.table(t)
@@ -113,6 +142,50 @@ func TestSnapshotLayout(t *testing.T) {
 	}
 }
 
+// TestSnapshotV2Layout pins version 2: as version 1, with each entry's
+// extension count after its lease.
+func TestSnapshotV2Layout(t *testing.T) {
+	tb := newTable(t, 0)
+	tb.ApplyCommand(acq("b", 2)) // token 1
+	tb.ApplyCommand(acq("a", 1)) // token 2
+	extendHolder(t, tb, "b", 300, 1)
+	data := writeSnap(t, tb, 9)
+	want := []byte("LATCHSNP\x02")
+	want = binary.BigEndian.AppendUint64(want, 9)
+	want = binary.BigEndian.AppendUint64(want, 2)
+	want = binary.BigEndian.AppendUint64(want, 2)
+	want = append(want, 1, 'a', 0, 0, 0, 0, 0, 0, 0, 2, 0, 1, 0, 0, 0, 0)
+	want = append(want, 1, 'b', 0, 0, 0, 0, 0, 0, 0, 1, 0x01, 0x2c, 0, 0, 0, 1)
+	want = binary.BigEndian.AppendUint32(want, crc32.Checksum(want, crc32.MakeTable(crc32.Castagnoli)))
+	if !bytes.Equal(data, want) {
+		t.Fatalf("layout\n got %x\nwant %x", data, want)
+	}
+}
+
+// TestSnapshotVersionRule: version 1 while no holder is extended, so that a
+// node of a latch that reads only version 1 can restore it; version 2 from
+// the first extension until the last extended holder is gone.
+func TestSnapshotVersionRule(t *testing.T) {
+	tb := newTable(t, 0)
+	steps := []struct {
+		what string
+		do   func()
+		want byte
+	}{
+		{"two grants", func() { tb.ApplyCommand(acq("a", 10)); tb.ApplyCommand(acq("b", 10)) }, 1},
+		{"a extended", func() { extendHolder(t, tb, "a", 20, 1) }, 2},
+		{"b released", func() { tb.ApplyCommand(rel("b", 2)) }, 2},
+		{"a released", func() { tb.ApplyCommand(rel("a", 1)) }, 1},
+		{"a granted again", func() { tb.ApplyCommand(acq("a", 10)) }, 1},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := writeSnap(t, tb, 1)[8]; got != s.want {
+			t.Fatalf("after %s: version %d, want %d", s.what, got, s.want)
+		}
+	}
+}
+
 // TestSnapshotBytesDependOnStateOnly: two tables with the same state, built
 // in different orders, write identical bytes.
 func TestSnapshotBytesDependOnStateOnly(t *testing.T) {
@@ -137,6 +210,7 @@ type rawEntry struct {
 	key   string
 	tok   Token
 	lease uint16
+	ext   uint32 // written in version 2 (and any version above 1) only
 }
 
 func rawSnapshot(version byte, index uint64, last Token, count uint64, entries []rawEntry) []byte {
@@ -149,6 +223,9 @@ func rawSnapshot(version byte, index uint64, last Token, count uint64, entries [
 		b = append(b, e.key...)
 		b = binary.BigEndian.AppendUint64(b, uint64(e.tok))
 		b = binary.BigEndian.AppendUint16(b, e.lease)
+		if version != 1 {
+			b = binary.BigEndian.AppendUint32(b, e.ext)
+		}
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
 }
@@ -160,7 +237,6 @@ func corruptSnapshots(t *testing.T) map[string]struct {
 	want error
 } {
 	t.Helper()
-	good := writeSnap(t, smallTable(t), 77)
 	out := map[string]struct {
 		data []byte
 		want error
@@ -174,21 +250,24 @@ func corruptSnapshots(t *testing.T) map[string]struct {
 			want error
 		}{data, want}
 	}
-	for n := range len(good) {
-		add(fmt.Sprintf("truncated to %d", n), good[:n], ErrSnapshotCorrupt)
-	}
-	for i := range len(good) {
-		for _, x := range []byte{0x01, 0x80, 0xff} {
-			b := bytes.Clone(good)
-			b[i] ^= x
-			want := ErrSnapshotCorrupt
-			switch {
-			case i < 8:
-				want = ErrSnapshotFormat
-			case i == 8:
-				want = ErrSnapshotVersion
+	good := writeSnap(t, smallTable(t), 77)
+	for prefix, good := range map[string][]byte{"": good, "v2 ": writeSnap(t, extendedTable(t), 78)} {
+		for n := range len(good) {
+			add(fmt.Sprintf("%struncated to %d", prefix, n), good[:n], ErrSnapshotCorrupt)
+		}
+		for i := range len(good) {
+			for _, x := range []byte{0x01, 0x80, 0xff} {
+				b := bytes.Clone(good)
+				b[i] ^= x
+				want := ErrSnapshotCorrupt
+				switch {
+				case i < 8:
+					want = ErrSnapshotFormat
+				case i == 8:
+					want = ErrSnapshotVersion
+				}
+				add(fmt.Sprintf("%sbyte %d ^ %#x", prefix, i, x), b, want)
 			}
-			add(fmt.Sprintf("byte %d ^ %#x", i, x), b, want)
 		}
 	}
 	add("trailing byte", append(bytes.Clone(good), 0), ErrSnapshotCorrupt)
@@ -196,23 +275,36 @@ func corruptSnapshots(t *testing.T) map[string]struct {
 	add("wrong magic", append([]byte("LATCHSNQ"), good[8:]...), ErrSnapshotFormat)
 	add("other file", []byte("{\"raft\": true}\n"), ErrSnapshotFormat)
 	add("version 0, good checksum", rawSnapshot(0, 1, 5, 0, nil), ErrSnapshotVersion)
-	add("version 2, good checksum", rawSnapshot(2, 1, 5, 0, nil), ErrSnapshotVersion)
+	add("version 3, good checksum", rawSnapshot(3, 1, 5, 0, nil), ErrSnapshotVersion)
+	add("version 2 without entries", rawSnapshot(2, 1, 5, 0, nil), ErrSnapshotCorrupt)
+	add("version 2 without an extended holder", rawSnapshot(2, 1, 5, 2, []rawEntry{{"a", 1, 1, 0}, {"b", 2, 1, 0}}), ErrSnapshotCorrupt)
+	add("control: valid raw version 2", rawSnapshot(2, 1, 5, 2, []rawEntry{{"a", 1, 1, 0}, {"b", 2, 1, MaxExtensions}}), nil)
+	v1body := rawSnapshot(1, 1, 5, 2, []rawEntry{{"a", 1, 1, 0}, {"b", 2, 1, 0}})
+	v1body = v1body[:len(v1body)-4]
+	v1body[8] = 2
+	add("version 2 with version 1 entries", binary.BigEndian.AppendUint32(v1body, crc32.Checksum(v1body, crc32.MakeTable(crc32.Castagnoli))), ErrSnapshotCorrupt)
 
-	ok := []rawEntry{{"a", 1, 1}, {"b", 2, 1}}
+	ok := []rawEntry{{"a", 1, 1, 0}, {"b", 2, 1, 0}}
 	add("control: valid raw", rawSnapshot(1, 1, 5, 2, ok), nil)
 	add("count above entries", rawSnapshot(1, 1, 5, 3, ok), ErrSnapshotCorrupt)
 	add("count below entries", rawSnapshot(1, 1, 5, 1, ok), ErrSnapshotCorrupt)
 	add("count above last token", rawSnapshot(1, 1, 1, 2, ok), ErrSnapshotCorrupt)
 	add("huge count", rawSnapshot(1, 1, MaxToken, 1<<62, ok), ErrSnapshotCorrupt)
 	add("last above MaxToken", rawSnapshot(1, 1, MaxToken+1, 0, nil), ErrSnapshotCorrupt)
-	add("unsorted", rawSnapshot(1, 1, 5, 2, []rawEntry{{"b", 2, 1}, {"a", 1, 1}}), ErrSnapshotCorrupt)
-	add("repeated key", rawSnapshot(1, 1, 5, 2, []rawEntry{{"a", 1, 1}, {"a", 2, 1}}), ErrSnapshotCorrupt)
-	add("empty key", rawSnapshot(1, 1, 5, 1, []rawEntry{{"", 1, 1}}), ErrSnapshotCorrupt)
-	add("129-byte key", rawSnapshot(1, 1, 5, 1, []rawEntry{{string(key128) + "x", 1, 1}}), ErrSnapshotCorrupt)
-	add("token 0", rawSnapshot(1, 1, 5, 1, []rawEntry{{"a", 0, 1}}), ErrSnapshotCorrupt)
-	add("token above last", rawSnapshot(1, 1, 5, 1, []rawEntry{{"a", 6, 1}}), ErrSnapshotCorrupt)
-	add("lease 0", rawSnapshot(1, 1, 5, 1, []rawEntry{{"a", 1, 0}}), ErrSnapshotCorrupt)
-	add("lease 3601", rawSnapshot(1, 1, 5, 1, []rawEntry{{"a", 1, MaxLease + 1}}), ErrSnapshotCorrupt)
+	add("unsorted", rawSnapshot(1, 1, 5, 2, []rawEntry{{"b", 2, 1, 0}, {"a", 1, 1, 0}}), ErrSnapshotCorrupt)
+	add("repeated key", rawSnapshot(1, 1, 5, 2, []rawEntry{{"a", 1, 1, 0}, {"a", 2, 1, 0}}), ErrSnapshotCorrupt)
+	add("empty key", rawSnapshot(1, 1, 5, 1, []rawEntry{{"", 1, 1, 0}}), ErrSnapshotCorrupt)
+	add("129-byte key", rawSnapshot(1, 1, 5, 1, []rawEntry{{string(key128) + "x", 1, 1, 0}}), ErrSnapshotCorrupt)
+	add("token 0", rawSnapshot(1, 1, 5, 1, []rawEntry{{"a", 0, 1, 0}}), ErrSnapshotCorrupt)
+	add("token above last", rawSnapshot(1, 1, 5, 1, []rawEntry{{"a", 6, 1, 0}}), ErrSnapshotCorrupt)
+	add("lease 0", rawSnapshot(1, 1, 5, 1, []rawEntry{{"a", 1, 0, 0}}), ErrSnapshotCorrupt)
+	add("lease 3601", rawSnapshot(1, 1, 5, 1, []rawEntry{{"a", 1, MaxLease + 1, 0}}), ErrSnapshotCorrupt)
+	x := rawEntry{"x", 3, 1, 1} // an extended holder, so that these are version 2 snapshots
+	add("v2 unsorted", rawSnapshot(2, 1, 5, 3, []rawEntry{{"b", 2, 1, 0}, {"a", 1, 1, 0}, x}), ErrSnapshotCorrupt)
+	add("v2 repeated key", rawSnapshot(2, 1, 5, 2, []rawEntry{x, x}), ErrSnapshotCorrupt)
+	add("v2 token above last", rawSnapshot(2, 1, 5, 2, []rawEntry{{"a", 6, 1, 0}, x}), ErrSnapshotCorrupt)
+	add("v2 lease 0", rawSnapshot(2, 1, 5, 2, []rawEntry{{"a", 1, 0, 0}, x}), ErrSnapshotCorrupt)
+	add("v2 count above entries", rawSnapshot(2, 1, 5, 2, []rawEntry{x}), ErrSnapshotCorrupt)
 	return out
 }
 
@@ -300,7 +392,22 @@ func FuzzReadSnapshot(f *testing.F) {
 		}
 		f.Add(buf.Bytes())
 	}
-	f.Add(rawSnapshot(1, 1, 5, 2, []rawEntry{{"b", 2, 1}, {"a", 1, 1}}))
+	f.Add(rawSnapshot(1, 1, 5, 2, []rawEntry{{"b", 2, 1, 0}, {"a", 1, 1, 0}}))
+	for _, step := range []func(){
+		func() { extendHolder(f, tb, "a", 30, 1) },
+		func() { extendHolder(f, tb, "a", 40, 2) },
+		func() { tb.ApplyCommand(rel("a", 12)) },
+		func() { tb.ApplyCommand(acq("d", 1)); extendHolder(f, tb, "d", 1, MaxExtensions) },
+	} {
+		step()
+		var buf bytes.Buffer
+		if err := WriteSnapshot(&buf, tb, 5); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(buf.Bytes())
+	}
+	f.Add(rawSnapshot(2, 1, 5, 2, []rawEntry{{"a", 1, 1, 0}, {"b", 2, 1, MaxExtensions}}))
+	f.Add(rawSnapshot(2, 1, 5, 1, []rawEntry{{"a", 1, 1, 0}}))
 	f.Add([]byte("LATCHSNP"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tb, index, err := ReadSnapshot(bytes.NewReader(data))

@@ -1,9 +1,11 @@
 package fsm
 
-// Holder is the current holder of a key.
+// Holder is the current holder of a key. It is 16 bytes with no pointers
+// (see the package doc's Memory section).
 type Holder struct {
-	Token Token  // the token granted; never 0
-	Lease uint16 // lease length in seconds, as granted
+	Token      Token  // the token granted; never 0
+	Lease      uint16 // lease length in seconds: as granted, or as the last Extend set it
+	Extensions uint32 // how many times Extend gave this holder a new lease; 0..MaxExtensions
 }
 
 // Table is the deterministic lock table: key -> holder, and the global token
