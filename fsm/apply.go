@@ -3,6 +3,7 @@ package fsm
 import "fmt"
 
 // ResultKind is the outcome of one command. The zero value is not a kind.
+// Results are answers, never stored in the log: their values may change.
 type ResultKind uint8
 
 // The result kinds, with the Result fields each one sets (the others are
@@ -16,13 +17,16 @@ const (
 	Held
 	// Released: a Release freed the key. Holder is the holder it freed.
 	Released
-	// NotHeld: a Release's token does not hold the key. Holder is the
-	// current holder if another token holds it, zero if the key is free.
+	// NotHeld: a Release's or an Extend's token does not hold the key:
+	// nothing changed. Holder is the current holder if another token holds
+	// it, zero if the key is free.
 	NotHeld
 	// Expired: an Expire freed the key. Holder is the holder it freed.
 	Expired
 	// Stale: an Expire's token no longer holds the key (it was released, or
-	// granted again): nothing changed. Holder is as for NotHeld.
+	// granted again), or its holder was extended since the Expire was made
+	// (the extension counts differ): nothing changed. Holder is as for
+	// NotHeld.
 	Stale
 	// Exhausted: an Acquire failed because MaxToken has been issued; every
 	// later Acquire fails the same way, forever (docs/protocol.md section 4).
@@ -32,18 +36,35 @@ const (
 	Floored
 	// Invalid: the command failed Command.Validate and changed nothing.
 	Invalid
+	// Extended: an Extend's token holds the key, which now has the new
+	// lease, the same token and one more extension. Holder is the holder
+	// afterwards (its Extensions is the count every later Expire must
+	// carry) and Key the key as the table now stores it (a map stores a
+	// key anew on every write; an expiry heap may take this string in
+	// place of its own, to go on sharing one copy).
+	Extended
+	// ExtendLimit: an Extend's token holds the key, but that holder has
+	// been extended MaxExtensions times and can never be extended again:
+	// nothing changed, its lease runs on as it was. Holder is the holder.
+	// To go on, release and acquire again, for a new token.
+	ExtendLimit
 )
 
+// lastResultKind is the highest ResultKind, for tests that walk them all.
+const lastResultKind = ExtendLimit
+
 var resultKindNames = [...]string{
-	Granted:   "granted",
-	Held:      "held",
-	Released:  "released",
-	NotHeld:   "not_held",
-	Expired:   "expired",
-	Stale:     "stale",
-	Exhausted: "exhausted",
-	Floored:   "floored",
-	Invalid:   "invalid",
+	Granted:     "granted",
+	Held:        "held",
+	Released:    "released",
+	NotHeld:     "not_held",
+	Expired:     "expired",
+	Stale:       "stale",
+	Exhausted:   "exhausted",
+	Floored:     "floored",
+	Invalid:     "invalid",
+	Extended:    "extended",
+	ExtendLimit: "extend_limit",
 }
 
 func (k ResultKind) String() string {
@@ -58,8 +79,8 @@ func (k ResultKind) String() string {
 type Result struct {
 	Kind   ResultKind
 	Token  Token  // Granted: the new token; Floored: the last token afterwards
-	Holder Holder // Granted: the new holder; Held, NotHeld, Stale: the current one; Released, Expired: the freed one
-	Key    string // Granted: the key as the table stores it
+	Holder Holder // Granted, Extended: the new holder; Held, NotHeld, Stale, ExtendLimit: the current one; Released, Expired: the freed one
+	Key    string // Granted, Extended: the key as the table stores it
 }
 
 // ApplyCommand is the single deterministic transition of the lock table:
@@ -70,11 +91,17 @@ type Result struct {
 //	Acquire  Exhausted once MaxToken has been issued (even if the key is
 //	         held); else Held if the key is held; else Granted
 //	Release  Released if Token holds the key, else NotHeld
-//	Expire   Expired if Token still holds the key, else Stale
+//	Expire   Expired if Token still holds the key and its holder's
+//	         extension count is Extensions, else Stale
+//	Extend   NotHeld unless Token holds the key; else ExtendLimit if the
+//	         holder has been extended MaxExtensions times; else Extended:
+//	         the holder keeps its token, takes the new lease, and counts
+//	         one more extension (the token counter does not move, so an
+//	         exhausted counter does not stop an Extend)
 //	Floor    Floored, with the counter raised to at least Token
 //
 // It reads no clock and no random source and does not allocate, except the
-// key string of a grant.
+// key string of a grant or an extension.
 func (t *Table) ApplyCommand(c Command) Result {
 	if c.Validate() != nil {
 		return Result{Kind: Invalid}
@@ -91,16 +118,28 @@ func (t *Table) ApplyCommand(c Command) Result {
 		default: // ErrTokenExhausted, the only other error of Acquire
 			return Result{Kind: Exhausted}
 		}
-	case CmdRelease, CmdExpire:
-		freed, miss := Released, NotHeld
-		if c.Kind == CmdExpire {
-			freed, miss = Expired, Stale
-		}
+	case CmdRelease:
 		h, ok := t.Holder(c.Key)
 		if ok && t.Release(c.Key, c.Token) {
-			return Result{Kind: freed, Holder: h}
+			return Result{Kind: Released, Holder: h}
 		}
-		return Result{Kind: miss, Holder: h}
+		return Result{Kind: NotHeld, Holder: h}
+	case CmdExpire:
+		h, ok := t.Holder(c.Key)
+		if ok && h.Extensions == c.Extensions && t.Release(c.Key, c.Token) {
+			return Result{Kind: Expired, Holder: h}
+		}
+		return Result{Kind: Stale, Holder: h}
+	case CmdExtend:
+		h, k, err := t.Extend(c.Key, c.Token, c.Lease)
+		switch err {
+		case nil:
+			return Result{Kind: Extended, Holder: h, Key: k}
+		case ErrExtendLimit:
+			return Result{Kind: ExtendLimit, Holder: h}
+		default: // ErrNotHeld, the only other error of Extend
+			return Result{Kind: NotHeld, Holder: h}
+		}
 	default: // CmdFloor; Validate admitted nothing else
 		last, _ := t.RaiseFloor(c.Token) // Validate checked the range
 		return Result{Kind: Floored, Token: last}

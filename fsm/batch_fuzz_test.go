@@ -17,6 +17,8 @@ func FuzzDecodeBatch(f *testing.F) {
 		{rel("q", 41), acq("q", 60), exp("r", 40), acq("r", 1)},
 		{acq("", 0), Command{Kind: CmdAcquire, Key: key255, Lease: 65535}, flr(1<<64 - 1)},
 		{flr(1000), acq("a", 1), acq("a", 1), rel("a", 1001), rel("a", 1001)},
+		{acq("k", 1), extend("k", 1, 30), expN("k", 1, 0), expN("k", 1, 1), extend("k", 1, 0)},
+		{expN(string(key128), MaxToken, MaxExtensions), {Kind: CmdExtend, Key: key255, Token: 1<<64 - 1, Lease: 65535}},
 	}
 	for _, s := range seeds {
 		b, err := AppendBatch(nil, s)
@@ -28,6 +30,8 @@ func FuzzDecodeBatch(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{2, 0, 0, 0, 0})
+	f.Add([]byte{1, 0, 0, 0, 1, 5, 1, 'k', 0, 0, 0, 0, 0, 0, 0, 1, 0, 1})       // an extend in version 1
+	f.Add([]byte{2, 0, 0, 0, 1, 3, 1, 'k', 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}) // version 2, count 0 only
 	f.Add([]byte{1, 0, 0, 0, 1, 9})
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 1, 0, 0, 1})
 

@@ -16,35 +16,64 @@ import (
 // operations, and lets the leader put the release (or expiry) of a key and
 // the grant to its next waiter into the same entry.
 //
-// Batch format, version 1 (all integers unsigned big-endian):
+// Batch format (all integers unsigned big-endian):
 //
-//	batch   = version:u8 (=1) count:u32 command*count     no trailing bytes
+//	batch   = version:u8 count:u32 command*count         no trailing bytes
 //	command = kind:u8 body
-//	  Acquire (1): keylen:u8 key lease:u16                4+len(key) bytes
-//	  Release (2): keylen:u8 key token:u64                10+len(key) bytes
-//	  Expire  (3): keylen:u8 key token:u64                10+len(key) bytes
-//	  Floor   (4): token:u64                              9 bytes
 //
-// Every field has a fixed width, so each command has exactly one encoding and
-// a decoded batch re-encodes to the same bytes. The codec is structural only:
-// any key length 0..255, lease and token is representable, and whether a
-// command makes sense (Command.Validate) is decided when it is applied, where
-// a bad command yields an Invalid result instead of failing the whole batch.
+// Version 1, the bodies:
 //
-// The validation rules (MaxKeyLen, MaxLease, token ranges) are part of the
-// log format: every replica, and every replay of an old log, must decide
-// identically. Changing any of them, or any transition in ApplyCommand,
-// needs a new BatchVersion, and every node must run code that knows it
-// before the leader writes it.
+//	Acquire (1): keylen:u8 key lease:u16                 4+len(key) bytes
+//	Release (2): keylen:u8 key token:u64                 10+len(key) bytes
+//	Expire  (3): keylen:u8 key token:u64                 10+len(key) bytes
+//	Floor   (4): token:u64                               9 bytes
+//
+// Version 2 adds Extend, and the extension count an Expire was made for:
+//
+//	Acquire (1), Release (2), Floor (4): as in version 1
+//	Expire  (3): keylen:u8 key token:u64 extensions:u32  14+len(key) bytes
+//	Extend  (5): keylen:u8 key token:u64 lease:u16       12+len(key) bytes
+//
+// A version 1 Expire means extension count 0 (see CmdExpire), so version 1
+// carries every command but an Extend and an Expire for a count other than
+// 0. AppendBatch writes version 1 whenever it carries the whole batch, and
+// version 2 only for a batch that holds such a command: a cluster that never
+// extends writes exactly the bytes latch always wrote, which every latch
+// reads. DecodeBatch accepts exactly what AppendBatch writes: no Extend in
+// version 1, and at least one command version 1 cannot carry in version 2
+// (any other version 2 batch is malformed). Every field has a fixed width,
+// so a command has exactly one encoding in each version, the version is a
+// function of the commands, and a decoded batch re-encodes to the same bytes.
+//
+// The codec is structural only: any key length 0..255, lease, token and
+// count is representable, and whether a command makes sense
+// (Command.Validate) is decided when it is applied, where a bad command
+// yields an Invalid result instead of failing the whole batch.
+//
+// The validation rules (MaxKeyLen, MaxLease, MaxExtensions, token ranges)
+// are part of the log format: every replica, and every replay of an old
+// log, must decide identically. Changing any of them, or any transition in
+// ApplyCommand, needs a new batch version, and every node must run code
+// that knows it before the leader writes it.
+//
+// Mixed versions: a node that cannot decode an entry halts (FSM.Err)
+// instead of skipping it. A latch that knows only version 1 halts on a
+// version 2 entry, so a leader must not propose Extend, nor an Expire for an
+// extended holder (Command.MinBatchVersion), before every node runs a latch
+// that reads version 2.
 
-// BatchVersion is the format version in the first byte of every batch.
-// DecodeBatch rejects any other (and FSM halts on it).
-const BatchVersion = 1
+// Batch format versions. BatchVersion is the newest; DecodeBatch reads
+// every version from 1 to BatchVersion and rejects any other.
+const (
+	batchV1      = 1
+	batchV2      = 2
+	BatchVersion = batchV2
+)
 
-// Limits checked by Command.Validate. They restate docs/protocol.md section 4,
-// which package wire enforces at the edge; the FSM checks them again because
-// it must be robust to any bytes in the log. They are part of log format
-// version 1 (see above).
+// Limits checked by Command.Validate and ApplyCommand. They restate
+// docs/protocol.md section 4, which package wire enforces at the edge; the
+// FSM checks them again because it must be robust to any bytes in the log.
+// They are part of the log format (see above).
 const (
 	MaxKeyLen = 128  // bytes; keys are 1..MaxKeyLen bytes
 	MaxLease  = 3600 // seconds; leases are 1..MaxLease seconds
@@ -73,12 +102,27 @@ const (
 	// CmdRelease frees Key if and only if Token holds it.
 	CmdRelease CommandKind = 2
 	// CmdExpire is the leader's expiry of a lease: it frees Key if and only
-	// if Token still holds it; a stale expiry (the key was released, or
-	// granted again) does nothing.
+	// if Token still holds it and that holder's extension count is still
+	// Extensions, the count of the lease whose end the leader saw. A stale
+	// expiry (the key was released, granted again, or extended since) does
+	// nothing.
+	//
+	// A version 1 Expire carries no count and means count 0. In a log
+	// written before Extend existed no holder has any other count, so
+	// there it decides exactly as matching the token alone did, the rule
+	// such logs were written under, and they replay identically. Matching
+	// the token alone would be wrong for version 1 Expires written since:
+	// AppendBatch writes an Expire for count 0 in version 1, and one made
+	// for a holder's first lease must not free it once it is extended.
 	CmdExpire CommandKind = 3
 	// CmdFloor raises the token counter to at least Token (it never lowers
 	// it): --token-floor at bootstrap, or after restoring a snapshot.
 	CmdFloor CommandKind = 4
+	// CmdExtend gives the holder of Key a new Lease, keeping its token, if
+	// and only if Token holds Key; it counts the extension (Holder's
+	// Extensions), which every later Expire of that holder must match.
+	// Batch version 2 only.
+	CmdExtend CommandKind = 5
 )
 
 var commandKindNames = [...]string{
@@ -86,6 +130,7 @@ var commandKindNames = [...]string{
 	CmdRelease: "release",
 	CmdExpire:  "expire",
 	CmdFloor:   "floor",
+	CmdExtend:  "extend",
 }
 
 func (k CommandKind) String() string {
@@ -100,16 +145,30 @@ func (k CommandKind) String() string {
 //
 //	CmdAcquire  Key, Lease
 //	CmdRelease  Key, Token
-//	CmdExpire   Key, Token
+//	CmdExpire   Key, Token, Extensions
+//	CmdExtend   Key, Token, Lease
 //	CmdFloor    Token
 //
 // A Command returned by DecodeBatch has a Key that aliases the decoded bytes:
 // it must not be modified, and is valid only as long as those bytes are.
 type Command struct {
-	Kind  CommandKind
-	Key   []byte
-	Lease uint16 // seconds
-	Token Token
+	Kind       CommandKind
+	Key        []byte
+	Lease      uint16 // seconds
+	Extensions uint32 // CmdExpire: the holder's extension count the expiry was made for
+	Token      Token
+}
+
+// MinBatchVersion returns the oldest batch format version that carries c:
+// 2 for an Extend or an Expire for an extension count other than 0, else 1.
+// AppendBatch writes a batch in the highest MinBatchVersion of its
+// commands. A leader must not propose a command whose version some node
+// cannot read: that node would halt on the entry.
+func (c Command) MinBatchVersion() byte {
+	if c.Kind == CmdExtend || (c.Kind == CmdExpire && c.Extensions != 0) {
+		return batchV2
+	}
+	return batchV1
 }
 
 // ErrInvalidCommand is wrapped by the errors of Command.Validate. A command
@@ -127,22 +186,23 @@ var (
 
 // Validate reports whether c can be applied, with an error wrapping
 // ErrInvalidCommand if not:
-//   - the kind is one of the four;
-//   - Acquire, Release and Expire: the key is 1..MaxKeyLen bytes (its
-//     contents, UTF-8 and whitespace, are checked at the edge by package
-//     wire, not here);
-//   - Acquire: the lease is 1..MaxLease seconds;
+//   - the kind is one of the five;
+//   - Acquire, Release, Expire and Extend: the key is 1..MaxKeyLen bytes
+//     (its contents, UTF-8 and whitespace, are checked at the edge by
+//     package wire, not here);
+//   - Acquire and Extend: the lease is 1..MaxLease seconds;
 //   - Floor: the token is at most MaxToken (0 is valid and changes nothing).
 //
-// Any token is valid for Release and Expire: 0, or one that never was
-// issued, simply never matches a holder.
+// Any token is valid for Release, Expire and Extend, and any extension
+// count for Expire: 0, or a token that never was issued, simply never
+// matches a holder.
 //
 // A proposer should call Validate before putting a command in a batch and
 // answer the client itself: ApplyCommand rejects the same commands, but
 // only after a round through the log.
 func (c Command) Validate() error {
 	switch c.Kind {
-	case CmdAcquire:
+	case CmdAcquire, CmdExtend:
 		if c.Lease == 0 || c.Lease > MaxLease {
 			return errLease
 		}
@@ -177,8 +237,9 @@ var (
 		"it was written by a newer latch; upgrade this node to the leader's version")
 	// ErrBatchMalformed: the entry is not a well-formed batch of its version
 	// (empty, version 0, truncated, trailing bytes, a kind that version
-	// does not have). Nothing in it was applied. No latch writes one: the
-	// log was damaged, or was written by something other than AppendBatch.
+	// does not have, a version 2 batch that version 1 would carry). Nothing
+	// in it was applied. No latch writes one: the log was damaged, or was
+	// written by something other than AppendBatch.
 	ErrBatchMalformed = errors.New("fsm: malformed log entry")
 	// ErrUnencodable: AppendBatch was given a command it cannot encode (an
 	// unknown kind or a key over 255 bytes). Call Validate on each command
@@ -186,33 +247,63 @@ var (
 	ErrUnencodable = errors.New("fsm: command cannot be encoded: validate commands before batching them")
 )
 
-// AppendBatch appends the encoding of cmds as one batch (format version
-// BatchVersion) to b and returns the extended slice. It fails only for a
-// command of unknown kind or a key over 255 bytes (ErrUnencodable), and then
-// returns b unchanged; commands that pass Validate always encode. It does
-// not validate otherwise: an encodable but invalid command (lease 0, say)
-// is carried and yields Invalid when applied. Fields a kind does not use are
-// not encoded.
+// errNeedsV2 stops a version 1 encoding at a command only version 2
+// carries.
+var errNeedsV2 = errors.New("fsm: command needs batch version 2")
+
+// AppendBatch appends the encoding of cmds as one batch to b and returns
+// the extended slice: in version 1 if version 1 carries every command (no
+// Extend, and every Expire for extension count 0), else in version 2. It
+// fails only for a command of unknown kind or a key over 255 bytes
+// (ErrUnencodable), and then returns b unchanged; commands that pass
+// Validate always encode. It does not validate otherwise: an encodable but
+// invalid command (lease 0, say) is carried and yields Invalid when
+// applied. Fields a kind does not use are not encoded.
 func AppendBatch(b []byte, cmds []Command) ([]byte, error) {
+	out, err := appendBatch(b, cmds, batchV1)
+	if err == errNeedsV2 {
+		out, err = appendBatch(b, cmds, batchV2)
+	}
+	return out, err
+}
+
+// appendBatch encodes cmds in version v. In version 1 it stops at the
+// first command only version 2 carries and returns b and errNeedsV2.
+func appendBatch(b []byte, cmds []Command, v byte) ([]byte, error) {
 	if uint64(len(cmds)) > math.MaxUint32 {
 		return b, fmt.Errorf("%w: %d commands in one batch, at most %d", ErrUnencodable, len(cmds), uint32(math.MaxUint32))
 	}
 	start := len(b)
-	b = append(b, BatchVersion)
+	b = append(b, v)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(cmds)))
-	for i, c := range cmds {
+	for i := range cmds {
+		c := &cmds[i]
 		switch c.Kind {
-		case CmdAcquire, CmdRelease, CmdExpire:
+		case CmdAcquire, CmdRelease, CmdExpire, CmdExtend:
 			if len(c.Key) > maxEncodedKey {
 				return b[:start], fmt.Errorf("%w: command %d (%v) has a %d-byte key", ErrUnencodable, i, c.Kind, len(c.Key))
 			}
 			b = append(b, byte(c.Kind), byte(len(c.Key)))
 			b = append(b, c.Key...)
-			if c.Kind == CmdAcquire {
-				b = binary.BigEndian.AppendUint16(b, c.Lease)
-			} else {
-				b = binary.BigEndian.AppendUint64(b, uint64(c.Token))
+		}
+		switch c.Kind {
+		case CmdAcquire:
+			b = binary.BigEndian.AppendUint16(b, c.Lease)
+		case CmdRelease:
+			b = binary.BigEndian.AppendUint64(b, uint64(c.Token))
+		case CmdExpire:
+			b = binary.BigEndian.AppendUint64(b, uint64(c.Token))
+			if v == batchV2 {
+				b = binary.BigEndian.AppendUint32(b, c.Extensions)
+			} else if c.Extensions != 0 {
+				return b[:start], errNeedsV2
 			}
+		case CmdExtend:
+			if v == batchV1 {
+				return b[:start], errNeedsV2
+			}
+			b = binary.BigEndian.AppendUint64(b, uint64(c.Token))
+			b = binary.BigEndian.AppendUint16(b, c.Lease)
 		case CmdFloor:
 			b = append(b, byte(CmdFloor))
 			b = binary.BigEndian.AppendUint64(b, uint64(c.Token))
@@ -223,10 +314,11 @@ func AppendBatch(b []byte, cmds []Command) ([]byte, error) {
 	return b, nil
 }
 
-// DecodeBatch decodes one batch and appends its commands to dst, in order.
-// It is all or nothing: on error it returns dst with its original length and
-// an error wrapping ErrBatchVersion or ErrBatchMalformed. It never panics,
-// whatever data holds.
+// DecodeBatch decodes one batch, of any version from 1 to BatchVersion, and
+// appends its commands to dst, in order. It is all or nothing: on error it
+// returns dst with its original length and an error wrapping
+// ErrBatchVersion or ErrBatchMalformed. It never panics, whatever data
+// holds.
 //
 // It copies nothing: each Key aliases data, which it never modifies (a raft
 // Log.Data is shared with the log store and must stay read-only). Apart from
@@ -235,7 +327,8 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 	if len(data) == 0 {
 		return dst, fmt.Errorf("%w: empty entry", ErrBatchMalformed)
 	}
-	switch v := data[0]; {
+	v := data[0]
+	switch {
 	case v > BatchVersion:
 		return dst, fmt.Errorf("%w: version %d, this node reads 1 to %d", ErrBatchVersion, v, BatchVersion)
 	case v == 0:
@@ -249,6 +342,11 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 	if uint64(count) > uint64(len(p)/minCommandLen) {
 		return dst, fmt.Errorf("%w: %d commands cannot fit in %d bytes", ErrBatchMalformed, count, len(p))
 	}
+	expireTail := 8 // token
+	if v == batchV2 {
+		expireTail = 12 // token, extensions
+	}
+	needsV2 := false
 	n0 := len(dst)
 	dst = slices.Grow(dst, int(count))
 	for i := range count {
@@ -259,29 +357,46 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 		c := Command{Kind: CommandKind(p[0])}
 		var n int
 		switch c.Kind {
-		case CmdAcquire, CmdRelease, CmdExpire:
-			tail := 8
-			if c.Kind == CmdAcquire {
-				tail = 2
+		case CmdAcquire, CmdRelease, CmdExpire, CmdExtend:
+			tail := 8 // Release: token
+			switch c.Kind {
+			case CmdAcquire:
+				tail = 2 // lease
+			case CmdExpire:
+				tail = expireTail
+			case CmdExtend:
+				if v == batchV1 {
+					return drop(dst, n0), fmt.Errorf("%w: command %d at byte %d is an extend, which version 1 does not carry", ErrBatchMalformed, i, off)
+				}
+				tail = 10 // token, lease
 			}
 			if len(p) < 2 {
-				return drop(dst, n0), fmt.Errorf("%w: command %d (%v) at byte %d truncated", ErrBatchMalformed, i, c.Kind, off)
+				return drop(dst, n0), truncated(i, c.Kind, off)
 			}
 			kl := int(p[1])
 			n = 2 + kl + tail
 			if len(p) < n {
-				return drop(dst, n0), fmt.Errorf("%w: command %d (%v) at byte %d truncated", ErrBatchMalformed, i, c.Kind, off)
+				return drop(dst, n0), truncated(i, c.Kind, off)
 			}
 			c.Key = p[2 : 2+kl : 2+kl]
+			f := p[2+kl : n]
 			if c.Kind == CmdAcquire {
-				c.Lease = binary.BigEndian.Uint16(p[2+kl:])
-			} else {
-				c.Token = Token(binary.BigEndian.Uint64(p[2+kl:]))
+				c.Lease = binary.BigEndian.Uint16(f)
+				break
+			}
+			c.Token = Token(binary.BigEndian.Uint64(f))
+			switch {
+			case c.Kind == CmdExtend:
+				c.Lease = binary.BigEndian.Uint16(f[8:])
+				needsV2 = true
+			case c.Kind == CmdExpire && v == batchV2:
+				c.Extensions = binary.BigEndian.Uint32(f[8:])
+				needsV2 = needsV2 || c.Extensions != 0
 			}
 		case CmdFloor:
 			n = 9
 			if len(p) < n {
-				return drop(dst, n0), fmt.Errorf("%w: command %d (%v) at byte %d truncated", ErrBatchMalformed, i, c.Kind, off)
+				return drop(dst, n0), truncated(i, c.Kind, off)
 			}
 			c.Token = Token(binary.BigEndian.Uint64(p[1:]))
 		default:
@@ -293,7 +408,14 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 	if len(p) != 0 {
 		return drop(dst, n0), fmt.Errorf("%w: %d trailing bytes after %d commands", ErrBatchMalformed, len(p), count)
 	}
+	if v == batchV2 && !needsV2 {
+		return drop(dst, n0), fmt.Errorf("%w: a version 2 batch of commands version 1 carries (no extend, no expire for a count other than 0)", ErrBatchMalformed)
+	}
 	return dst, nil
+}
+
+func truncated(i uint32, k CommandKind, off int) error {
+	return fmt.Errorf("%w: command %d (%v) at byte %d truncated", ErrBatchMalformed, i, k, off)
 }
 
 // drop truncates dst back to n and clears what it drops, so that a failed

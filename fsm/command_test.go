@@ -14,18 +14,22 @@ var (
 )
 
 func sameCommand(a, b Command) bool {
-	return a.Kind == b.Kind && bytes.Equal(a.Key, b.Key) && a.Lease == b.Lease && a.Token == b.Token
+	return a.Kind == b.Kind && bytes.Equal(a.Key, b.Key) && a.Lease == b.Lease && a.Token == b.Token && a.Extensions == b.Extensions
 }
 
 // canonical drops the fields a kind does not encode, as a round trip does.
 func canonical(c Command) Command {
 	switch c.Kind {
 	case CmdAcquire:
-		c.Token = 0
-	case CmdRelease, CmdExpire:
+		c.Token, c.Extensions = 0, 0
+	case CmdRelease:
+		c.Lease, c.Extensions = 0, 0
+	case CmdExpire:
 		c.Lease = 0
+	case CmdExtend:
+		c.Extensions = 0
 	case CmdFloor:
-		c.Key, c.Lease = nil, 0
+		c.Key, c.Lease, c.Extensions = nil, 0, 0
 	}
 	return c
 }
@@ -52,9 +56,10 @@ func TestBatchRoundTrip(t *testing.T) {
 		{"floor MaxToken", []Command{{Kind: CmdFloor, Token: MaxToken}}},
 		{"floor 2^64-1 (invalid, encodable)", []Command{{Kind: CmdFloor, Token: 1<<64 - 1}}},
 		{"unused fields are dropped", []Command{
-			{Kind: CmdAcquire, Key: []byte("a"), Lease: 5, Token: 99},
-			{Kind: CmdRelease, Key: []byte("a"), Lease: 5, Token: 1},
-			{Kind: CmdFloor, Key: []byte("ignored"), Lease: 5, Token: 3},
+			{Kind: CmdAcquire, Key: []byte("a"), Lease: 5, Token: 99, Extensions: 7},
+			{Kind: CmdRelease, Key: []byte("a"), Lease: 5, Token: 1, Extensions: 7},
+			{Kind: CmdExpire, Key: []byte("a"), Lease: 5, Token: 1},
+			{Kind: CmdFloor, Key: []byte("ignored"), Lease: 5, Token: 3, Extensions: 7},
 		}},
 		{"release then grant to the next waiter", []Command{
 			{Kind: CmdRelease, Key: []byte("q"), Token: 41},
@@ -127,10 +132,12 @@ func TestAppendBatchRejects(t *testing.T) {
 		c    Command
 	}{
 		{"kind 0", Command{Kind: 0, Key: []byte("k")}},
-		{"kind 5", Command{Kind: 5, Key: []byte("k")}},
+		{"kind 6", Command{Kind: 6, Key: []byte("k")}},
 		{"256-byte acquire key", Command{Kind: CmdAcquire, Key: make([]byte, 256), Lease: 1}},
 		{"256-byte release key", Command{Kind: CmdRelease, Key: make([]byte, 256), Token: 1}},
 		{"256-byte expire key", Command{Kind: CmdExpire, Key: make([]byte, 256), Token: 1}},
+		{"256-byte expire key with a count", Command{Kind: CmdExpire, Key: make([]byte, 256), Token: 1, Extensions: 1}},
+		{"256-byte extend key", Command{Kind: CmdExtend, Key: make([]byte, 256), Token: 1, Lease: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := []byte("keep")
@@ -169,13 +176,15 @@ func TestDecodeBatchRejects(t *testing.T) {
 		{"nil", nil, ErrBatchMalformed},
 		{"empty", []byte{}, ErrBatchMalformed},
 		{"version 0", mk("0000000000"), ErrBatchMalformed},
-		{"version 2", mk("0200000000"), ErrBatchVersion},
+		{"version 2 without an extend", mk("0200000000"), ErrBatchMalformed},
+		{"version 3", mk("0300000000"), ErrBatchVersion},
 		{"version 255 alone", mk("ff"), ErrBatchVersion},
 		{"short header", mk("01000000"), ErrBatchMalformed},
 		{"count beyond data", mk("01ffffffff01016b001e"), ErrBatchMalformed},
 		{"count 1, no command", mk("01000000010000"), ErrBatchMalformed},
 		{"unknown kind 0", mk("010000000100000000"), ErrBatchMalformed},
-		{"unknown kind 5", mk("010000000105016b001e"), ErrBatchMalformed},
+		{"unknown kind 6", mk("010000000106016b001e"), ErrBatchMalformed},
+		{"extend in version 1", mk("010000000105016b" + "0000000000000001" + "001e"), ErrBatchMalformed},
 		{"acquire without keylen", mk("010000000101"), ErrBatchMalformed},
 		{"acquire key truncated", mk("01000000010105616263"), ErrBatchMalformed},
 		{"acquire lease truncated", mk("0100000001010161" + "00"), ErrBatchMalformed},
@@ -278,7 +287,14 @@ func TestValidate(t *testing.T) {
 		{Command{Kind: CmdFloor, Token: MaxToken}, true},
 		{Command{Kind: CmdFloor, Token: MaxToken + 1}, false},
 		{Command{Kind: 0}, false},
-		{Command{Kind: 5, Key: []byte("k"), Lease: 1}, false},
+		{Command{Kind: 6, Key: []byte("k"), Lease: 1}, false},
+		{Command{Kind: CmdExpire, Key: []byte("k"), Token: 1, Extensions: MaxExtensions}, true},
+		{Command{Kind: CmdExtend, Key: []byte("k"), Token: 1, Lease: 1}, true},
+		{Command{Kind: CmdExtend, Key: key128, Token: 0, Lease: MaxLease}, true},
+		{Command{Kind: CmdExtend, Key: []byte("k"), Token: 1, Lease: 0}, false},
+		{Command{Kind: CmdExtend, Key: []byte("k"), Token: 1, Lease: MaxLease + 1}, false},
+		{Command{Kind: CmdExtend, Key: nil, Token: 1, Lease: 1}, false},
+		{Command{Kind: CmdExtend, Key: append(key128, 'x'), Token: 1, Lease: 1}, false},
 	} {
 		err := tc.c.Validate()
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInvalidCommand)) {
@@ -288,13 +304,13 @@ func TestValidate(t *testing.T) {
 }
 
 func TestKindStrings(t *testing.T) {
-	for k, want := range map[CommandKind]string{CmdAcquire: "acquire", CmdRelease: "release", CmdExpire: "expire", CmdFloor: "floor", 9: "CommandKind(9)"} {
+	for k, want := range map[CommandKind]string{CmdAcquire: "acquire", CmdRelease: "release", CmdExpire: "expire", CmdFloor: "floor", CmdExtend: "extend", 9: "CommandKind(9)"} {
 		if k.String() != want {
 			t.Errorf("%d.String() = %q, want %q", uint8(k), k.String(), want)
 		}
 	}
 	seen := map[string]bool{}
-	for k := Granted; k <= Invalid; k++ {
+	for k := Granted; k <= lastResultKind; k++ {
 		s := k.String()
 		if strings.HasPrefix(s, "ResultKind(") || seen[s] {
 			t.Errorf("ResultKind %d has string %q", k, s)

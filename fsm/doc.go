@@ -6,21 +6,25 @@
 //
 // # What it owns
 //
-// A [Table] maps each held key to its [Holder] (token and lease as granted)
-// and remembers the last token issued. Tokens start at floor+1, strictly
-// increase across all grants of all keys, are never 0, and never pass
-// [MaxToken]: once MaxToken has been issued every acquire fails with
-// [ErrTokenExhausted], forever. Nothing wraps, and a failed operation changes
-// nothing.
+// A [Table] maps each held key to its [Holder] (token, current lease, and
+// how many times that lease was extended) and remembers the last token
+// issued. Tokens start at floor+1, strictly increase across all grants of
+// all keys, are never 0, and never pass [MaxToken]: once MaxToken has been
+// issued every acquire fails with [ErrTokenExhausted], forever. Nothing
+// wraps, and a failed operation changes nothing.
 //
-// Every change is a [Command] (acquire, release, expire, floor) applied by
-// [Table.ApplyCommand], the one transition both modes share, which answers
-// with a [Result]. In cluster mode a raft log entry carries a batch of
-// commands ([AppendBatch], [DecodeBatch]): many client operations share one
-// disk sync, and the leader can release (or expire) a key and grant it to
-// its next waiter in one entry. [FSM] applies committed entries to a Table
-// and implements raft.FSM and raft.BatchingFSM; [WriteSnapshot] and
-// [ReadSnapshot] are its snapshot format, usable without raft.
+// Every change is a [Command] (acquire, release, expire, floor, extend)
+// applied by [Table.ApplyCommand], the one transition both modes share,
+// which answers with a [Result]. An extend gives a live holder a new lease
+// and keeps its token; it counts the extension, and an expire frees a key
+// only for the count it was made for, so an expiry proposed for a lease's
+// old end cannot free the extended lock. In cluster mode a raft log entry
+// carries a batch of commands ([AppendBatch], [DecodeBatch]): many client
+// operations share one disk sync, and the leader can release (or expire) a
+// key and grant it to its next waiter in one entry. [FSM] applies committed
+// entries to a Table and implements raft.FSM and raft.BatchingFSM;
+// [WriteSnapshot] and [ReadSnapshot] are its snapshot format, usable
+// without raft.
 //
 // # What it must never do
 //
@@ -32,10 +36,11 @@
 // deadlines are not its business. Time enters only as values inside
 // commands: a lease length, and an expiry, which the leader decides with
 // its own clock and proposes as an Expire command that frees the key only
-// if its token still holds. The table stores the lease length only so that
-// whoever drives expiry (package expiry, through the node) can rebuild
-// deadlines with [Table.Range], for example a new leader after its Barrier,
-// through [FSM.Read].
+// if its token still holds, not extended since. The table stores the lease
+// length (the current one: an Extend replaces it) only so that whoever
+// drives expiry (package expiry, through the node) can rebuild deadlines
+// with [Table.Range], for example a new leader after its Barrier, through
+// [FSM.Read].
 //
 // The log must be robust to any bytes, so ApplyCommand checks the ranges
 // of docs/protocol.md section 4 again (key 1..[MaxKeyLen] bytes, lease
@@ -44,8 +49,11 @@
 // package wire only. These rules and every transition are part of the log
 // format ([BatchVersion]): changing any of them needs a new version.
 //
-// An entry this latch cannot decode, of a newer log format (a leader
-// already upgraded) or malformed, is never skipped: skipping an entry
+// The log has two batch versions (command.go): 1, which every latch reads,
+// and 2, which adds extend. A batch is written in version 1 whenever
+// version 1 carries it, so a cluster that never extends writes the bytes it
+// always wrote. An entry this latch cannot decode, of a newer version (a
+// leader already upgraded) or malformed, is never skipped: skipping an entry
 // another replica applies diverges. The FSM halts instead ([FSM.Err]) until
 // the node runs a latch that reads it and replays it.
 //
@@ -88,9 +96,10 @@
 // in total, so the table is a single map[string]Holder: a [Holder] is 16
 // bytes with no pointers (the extension count sits in what was padding),
 // the key string is allocated once per grant and may be shared with the
-// expiry heap (Acquire returns it, and so does a Granted Result).
-// BenchmarkTableMemory reports the cost per key. A snapshot copy costs 32
-// more bytes per key while it lives. Go maps do not shrink: after a peak
-// the table keeps its bucket memory until the process restarts (or the FSM
-// restores a snapshot into a new Table).
+// expiry heap (Acquire returns it, and so does a Granted Result). An
+// extend stores the key anew, as every map write does, and returns that
+// string too (an Extended Result). BenchmarkTableMemory reports the cost
+// per key. A snapshot copy costs 32 more bytes per key while it lives. Go
+// maps do not shrink: after a peak the table keeps its bucket memory until
+// the process restarts (or the FSM restores a snapshot into a new Table).
 package fsm

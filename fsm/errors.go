@@ -18,6 +18,15 @@ var (
 	// by Restore when a snapshot names a key twice.
 	ErrHeld = errors.New("fsm: key is held: wait for its release or the end of its lease")
 
+	// ErrNotHeld is returned by Extend when the token does not hold the
+	// key: it was released, expired, or never granted to that token.
+	ErrNotHeld = errors.New("fsm: the token does not hold the key: it was released or has expired; acquire it again")
+
+	// ErrExtendLimit is returned by Extend when the holder has been
+	// extended MaxExtensions times; its lease runs on as it was.
+	ErrExtendLimit = errors.New("fsm: the holder has been extended as often as it can be: " +
+		"its lease was not changed; release the key and acquire it again for a new token")
+
 	// ErrFloorRange is returned by NewTable when the floor is above MaxToken.
 	ErrFloorRange = fmt.Errorf("fsm: token floor is above %s: "+
 		"choose a --token-floor from 0 to %d; the first token is floor+1", maxTokenText, MaxToken)

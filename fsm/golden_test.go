@@ -118,7 +118,7 @@ func TestGoldenV1Batches(t *testing.T) {
 func TestGoldenV1Log(t *testing.T) {
 	lines := goldenLines(t, "log_v1.txt")
 	kinds := map[string]ResultKind{}
-	for k := Granted; k <= Invalid; k++ {
+	for k := Granted; k <= lastResultKind; k++ {
 		kinds[k.String()] = k
 	}
 	f := newFSM(t, 0)

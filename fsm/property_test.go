@@ -33,6 +33,27 @@ func (m *model) release(key string, tok Token) bool {
 	return false
 }
 
+func (m *model) expire(key string, tok Token, ext uint32) bool {
+	if h, ok := m.held[key]; ok && h.Extensions == ext {
+		return m.release(key, tok)
+	}
+	return false
+}
+
+func (m *model) extend(key string, tok Token, lease uint16) (Holder, error) {
+	h, ok := m.held[key]
+	switch {
+	case !ok || tok == 0 || h.Token != tok:
+		return h, ErrNotHeld
+	case h.Extensions == MaxExtensions:
+		return h, ErrExtendLimit
+	}
+	h.Lease = lease
+	h.Extensions++
+	m.held[key] = h
+	return h, nil
+}
+
 // TestTableMatchesModel applies random operation sequences to a Table and to
 // the model and compares every result and the whole state after each step.
 func TestTableMatchesModel(t *testing.T) {
@@ -58,8 +79,18 @@ func TestTableMatchesModel(t *testing.T) {
 				case 3:
 					tok = Token(rng.Uint64())
 				}
+				// An extension count that is often right, sometimes stale.
+				ext := m.held[key].Extensions
+				switch rng.IntN(6) {
+				case 0:
+					ext++
+				case 1:
+					ext--
+				case 2:
+					ext = rng.Uint32()
+				}
 				var what string
-				switch op := rng.IntN(10); {
+				switch op := rng.IntN(12); {
 				case op < 5:
 					lease := uint16(1 + rng.IntN(3600))
 					what = fmt.Sprintf("Acquire(%s, %d)", key, lease)
@@ -77,9 +108,20 @@ func TestTableMatchesModel(t *testing.T) {
 						t.Fatalf("step %d %s = %v, model %v", step, what, got, want)
 					}
 				case op < 9:
-					what = fmt.Sprintf("Expire(%s, %d)", key, tok)
-					if got, want := tb.Expire(key, tok), m.release(key, tok); got != want {
+					what = fmt.Sprintf("Expire(%s, %d, %d)", key, tok, ext)
+					if got, want := tb.Expire(key, tok, ext), m.expire(key, tok, ext); got != want {
 						t.Fatalf("step %d %s = %v, model %v", step, what, got, want)
+					}
+				case op < 11:
+					lease := uint16(1 + rng.IntN(3600))
+					what = fmt.Sprintf("Extend(%s, %d, %d)", key, tok, lease)
+					wantH, wantErr := m.extend(key, tok, lease)
+					gotH, gotKey, gotErr := tb.Extend([]byte(key), tok, lease)
+					if gotH != wantH || !errors.Is(gotErr, wantErr) || (gotErr == nil) != (wantErr == nil) {
+						t.Fatalf("step %d %s = %+v, %v; model %+v, %v", step, what, gotH, gotErr, wantH, wantErr)
+					}
+					if (gotErr == nil && gotKey != key) || (gotErr != nil && gotKey != "") {
+						t.Fatalf("step %d %s returned key %q", step, what, gotKey)
 					}
 				default:
 					what = fmt.Sprintf("Holder(%s)", key)

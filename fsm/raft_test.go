@@ -469,6 +469,11 @@ func TestFSMHaltsOnUndecodableEntries(t *testing.T) {
 	good, _ := AppendBatch(nil, []Command{rel("a", 1), acq("c", 1)})
 	newer := bytes.Clone(good)
 	newer[0] = BatchVersion + 1
+	v2, _ := AppendBatch(nil, []Command{extend("a", 1, 5)})
+	v2plain := bytes.Clone(good) // version 2, but version 1 carries it
+	v2plain[0] = batchV2
+	v1extend := bytes.Clone(v2)
+	v1extend[0] = batchV1
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -480,7 +485,10 @@ func TestFSMHaltsOnUndecodableEntries(t *testing.T) {
 		{"empty", []byte{}, ErrBatchMalformed},
 		{"version 0", []byte{0, 0, 0, 0, 0}, ErrBatchMalformed},
 		{"unknown kind in version 1", []byte{1, 0, 0, 0, 1, 99}, ErrBatchMalformed},
+		{"extend in version 1", v1extend, ErrBatchMalformed},
+		{"version 2 without an extend", v2plain, ErrBatchMalformed},
 		{"truncated", good[:len(good)-1], ErrBatchMalformed},
+		{"truncated version 2", v2[:len(v2)-1], ErrBatchMalformed},
 		{"trailing byte", append(bytes.Clone(good), 0), ErrBatchMalformed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

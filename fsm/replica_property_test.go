@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,11 +11,11 @@ import (
 )
 
 // logGen produces a random but reproducible log: batches of commands that
-// are often right (the holder's token, valid leases), sometimes stale or
-// invalid, plus configuration entries. It writes no undecodable entry: one
-// halts every replica (TestFSMHaltsOnUndecodableEntries; each run here ends
-// with one). It looks at one replica's state only to pick plausible tokens;
-// every replica gets the same entries.
+// are often right (the holder's token and extension count, valid leases),
+// sometimes stale or invalid, plus configuration entries. It writes no
+// undecodable entry: one halts every replica (TestFSMHaltsOnUndecodableEntries;
+// each run here ends with one). It looks at one replica's state only to pick
+// plausible tokens and counts; every replica gets the same entries.
 type logGen struct {
 	rng     *rand.Rand
 	keys    int
@@ -41,9 +42,27 @@ func (g *logGen) token(f *FSM, key string) Token {
 	}
 }
 
+// count returns an extension count for an Expire of key: mostly the
+// holder's, else one before it (an expiry made before the last extend), one
+// after it, 0 or any.
+func (g *logGen) count(f *FSM, key string) uint32 {
+	h, _ := f.Holder([]byte(key))
+	switch g.rng.IntN(10) {
+	case 0, 1:
+		return h.Extensions - 1
+	case 2:
+		return h.Extensions + 1
+	case 3:
+		return 0
+	case 4:
+		return g.rng.Uint32()
+	}
+	return h.Extensions
+}
+
 func (g *logGen) command(f *FSM) Command {
 	switch op := g.rng.IntN(100); {
-	case op < 45:
+	case op < 38:
 		c := Command{Kind: CmdAcquire, Key: []byte(g.key()), Lease: uint16(1 + g.rng.IntN(MaxLease))}
 		switch g.rng.IntN(40) {
 		case 0:
@@ -56,12 +75,24 @@ func (g *logGen) command(f *FSM) Command {
 			c.Key = key128
 		}
 		return c
-	case op < 70:
+	case op < 56:
 		k := g.key()
 		return Command{Kind: CmdRelease, Key: []byte(k), Token: g.token(f, k)}
+	case op < 76:
+		k := g.key()
+		return Command{Kind: CmdExpire, Key: []byte(k), Token: g.token(f, k), Extensions: g.count(f, k)}
 	case op < 93:
 		k := g.key()
-		return Command{Kind: CmdExpire, Key: []byte(k), Token: g.token(f, k)}
+		c := Command{Kind: CmdExtend, Key: []byte(k), Token: g.token(f, k), Lease: uint16(1 + g.rng.IntN(MaxLease))}
+		switch g.rng.IntN(30) {
+		case 0:
+			c.Lease = 0
+		case 1:
+			c.Lease = MaxLease + 1
+		case 2:
+			c.Key = nil
+		}
+		return c
 	default:
 		last := f.LastToken()
 		switch g.rng.IntN(8) {
@@ -134,6 +165,24 @@ func sameResponses(a, b []any) error {
 	return nil
 }
 
+// nearLimit returns a snapshot whose holders, one per key of g, are a few
+// extends short of MaxExtensions, so that a run can reach ExtendLimit.
+func nearLimit(t testing.TB, keys int) []byte {
+	t.Helper()
+	tb, _ := NewTable(Token(keys))
+	for i := range keys {
+		h := Holder{Token: Token(i + 1), Lease: uint16(1 + i), Extensions: MaxExtensions - uint32(i%3)}
+		if err := tb.Restore(fmt.Sprintf("key/%d", i), h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := WriteSnapshot(&buf, tb, 0); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 // checkInvariants: tokens are in range, distinct, and the counter is the
 // maximum ever issued.
 func checkInvariants(t testing.TB, f *FSM) {
@@ -168,7 +217,7 @@ func TestReplicasAgreeAcrossSnapshots(t *testing.T) {
 	seen := map[ResultKind]int{}
 	t.Cleanup(func() {
 		// The property is only as good as the transitions it reached.
-		for k := Granted; k <= Invalid; k++ {
+		for k := Granted; k <= lastResultKind; k++ {
 			if seen[k] == 0 && !t.Failed() {
 				t.Errorf("no run produced a %v result: the generator needs tuning", k)
 			}
@@ -181,6 +230,12 @@ func TestReplicasAgreeAcrossSnapshots(t *testing.T) {
 			g := &logGen{rng: rng, keys: 1 + rng.IntN(20), nearMax: run%6 == 5}
 			a := newFSM(t, 0)
 			cut := rng.IntN(steps)
+			if run%4 == 3 {
+				if err := restore(t, a, nearLimit(t, g.keys)); err != nil {
+					t.Fatal(err)
+				}
+				cut %= 5 // before those holders are all gone
+			}
 			gap := rng.IntN(4) // entries A applies between Snapshot and Persist
 
 			for step := range cut {

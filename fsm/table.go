@@ -77,15 +77,45 @@ func (t *Table) Release(key []byte, tok Token) bool {
 }
 
 // Expire is Release for the expiry path, whose key comes from a heap entry as
-// a string: it frees key only if tok still holds it, so a stale deadline
-// (the key was released, or released and granted again) does nothing.
-func (t *Table) Expire(key string, tok Token) bool {
+// a string: it frees key only if tok still holds it and that holder's
+// extension count is ext, so a stale deadline (the key was released,
+// released and granted again, or extended since) does nothing.
+func (t *Table) Expire(key string, tok Token, ext uint32) bool {
 	h, ok := t.held[key]
-	if !ok || tok == 0 || h.Token != tok {
+	if !ok || tok == 0 || h.Token != tok || h.Extensions != ext {
 		return false
 	}
 	delete(t.held, key)
 	return true
+}
+
+// Extend gives key's holder a new lease, keeping its token, if and only if
+// tok is that holder's token, and counts the extension. It returns the
+// holder afterwards and the key as a string the table now stores (a map
+// stores its key anew on every write, so this costs one allocation of the
+// key; the caller may keep the string instead of its own copy).
+//
+// Errors, checked in this order, leave the table unchanged and return the
+// current holder (zero if the key is free) and no key:
+//   - ErrNotHeld if tok does not hold key (token 0 never does);
+//   - ErrExtendLimit if the holder has been extended MaxExtensions times:
+//     the count never wraps.
+//
+// The lease is stored as given; its range is checked at the edge. The
+// token counter is not involved: an exhausted table still extends.
+func (t *Table) Extend(key []byte, tok Token, lease uint16) (h Holder, k string, err error) {
+	h, ok := t.held[string(key)]
+	switch {
+	case !ok || tok == 0 || h.Token != tok:
+		return h, "", ErrNotHeld
+	case h.Extensions >= MaxExtensions:
+		return h, "", ErrExtendLimit
+	}
+	h.Lease = lease
+	h.Extensions++
+	k = string(key)
+	t.held[k] = h
+	return h, k, nil
 }
 
 // Restore puts a holder back into the table while rebuilding it from a

@@ -127,7 +127,7 @@ func TestExhaustionNearMax(t *testing.T) {
 	if !tb.Release([]byte("a"), 9223372036854775806) {
 		t.Fatal("release of a failed")
 	}
-	if !tb.Expire("b", MaxToken) {
+	if !tb.Expire("b", MaxToken, 0) {
 		t.Fatal("expire of b failed")
 	}
 	wantUnchanged("after release and expiry", 0)
@@ -214,20 +214,20 @@ func TestExpireOnlyWhileTokenHolds(t *testing.T) {
 	if !tb.Release([]byte("k"), old) {
 		t.Fatal("release failed")
 	}
-	if tb.Expire("k", old) {
+	if tb.Expire("k", old, 0) {
 		t.Fatal("Expire of a free key = true")
 	}
 	cur := mustAcquire(t, tb, "k", 1)
-	if tb.Expire("k", old) {
+	if tb.Expire("k", old, 0) {
 		t.Fatal("stale Expire freed the new holder")
 	}
-	if tb.Expire("k", 0) {
+	if tb.Expire("k", 0, 0) {
 		t.Fatal("Expire with token 0 = true")
 	}
 	if h, ok := tb.Holder([]byte("k")); !ok || h.Token != cur {
 		t.Fatalf("holder after stale expiry: %+v, %v", h, ok)
 	}
-	if !tb.Expire("k", cur) {
+	if !tb.Expire("k", cur, 0) {
 		t.Fatal("Expire with the holder's token = false")
 	}
 	if tb.Len() != 0 {
@@ -316,7 +316,7 @@ func TestLookupsDoNotAllocate(t *testing.T) {
 	check("Release(wrong token)", func() { tb.Release(held, 99) })
 	check("Release(free)", func() { tb.Release(free, 1) })
 	check("Acquire(held)", func() { tb.Acquire(held, 30) })
-	check("Expire(stale)", func() { tb.Expire("lock/0000002", 99) })
+	check("Expire(stale)", func() { tb.Expire("lock/0000002", 99, 0) })
 
 	// A successful release deletes without allocating; re-granting the key
 	// costs exactly the one key string.
