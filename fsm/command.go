@@ -342,10 +342,7 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 	if uint64(count) > uint64(len(p)/minCommandLen) {
 		return dst, fmt.Errorf("%w: %d commands cannot fit in %d bytes", ErrBatchMalformed, count, len(p))
 	}
-	expireTail := 8 // token
-	if v == batchV2 {
-		expireTail = 12 // token, extensions
-	}
+	tails := &keyedTails[v-1]
 	needsV2 := false
 	n0 := len(dst)
 	dst = slices.Grow(dst, int(count))
@@ -355,52 +352,47 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 			return drop(dst, n0), fmt.Errorf("%w: truncated before command %d of %d", ErrBatchMalformed, i, count)
 		}
 		c := Command{Kind: CommandKind(p[0])}
-		var n int
-		switch c.Kind {
-		case CmdAcquire, CmdRelease, CmdExpire, CmdExtend:
-			tail := 8 // Release: token
-			switch c.Kind {
-			case CmdAcquire:
-				tail = 2 // lease
-			case CmdExpire:
-				tail = expireTail
-			case CmdExtend:
-				if v == batchV1 {
-					return drop(dst, n0), fmt.Errorf("%w: command %d at byte %d is an extend, which version 1 does not carry", ErrBatchMalformed, i, off)
-				}
-				tail = 10 // token, lease
-			}
-			if len(p) < 2 {
-				return drop(dst, n0), truncated(i, c.Kind, off)
-			}
-			kl := int(p[1])
-			n = 2 + kl + tail
-			if len(p) < n {
-				return drop(dst, n0), truncated(i, c.Kind, off)
-			}
-			c.Key = p[2 : 2+kl : 2+kl]
-			f := p[2+kl : n]
-			if c.Kind == CmdAcquire {
-				c.Lease = binary.BigEndian.Uint16(f)
-				break
-			}
-			c.Token = Token(binary.BigEndian.Uint64(f))
-			switch {
-			case c.Kind == CmdExtend:
-				c.Lease = binary.BigEndian.Uint16(f[8:])
-				needsV2 = true
-			case c.Kind == CmdExpire && v == batchV2:
-				c.Extensions = binary.BigEndian.Uint32(f[8:])
-				needsV2 = needsV2 || c.Extensions != 0
-			}
-		case CmdFloor:
-			n = 9
-			if len(p) < n {
+		if c.Kind == CmdFloor {
+			if len(p) < 9 {
 				return drop(dst, n0), truncated(i, c.Kind, off)
 			}
 			c.Token = Token(binary.BigEndian.Uint64(p[1:]))
-		default:
+			dst = append(dst, c)
+			p = p[9:]
+			continue
+		}
+		var tail int
+		if int(c.Kind) < len(tails) {
+			tail = int(tails[c.Kind])
+		}
+		switch {
+		case tail == 0 && c.Kind == CmdExtend:
+			return drop(dst, n0), fmt.Errorf("%w: command %d at byte %d is an extend, which version 1 does not carry", ErrBatchMalformed, i, off)
+		case tail == 0:
 			return drop(dst, n0), fmt.Errorf("%w: command %d at byte %d has unknown kind %d", ErrBatchMalformed, i, off, p[0])
+		case len(p) < 2:
+			return drop(dst, n0), truncated(i, c.Kind, off)
+		}
+		kl := int(p[1])
+		n := 2 + kl + tail
+		if len(p) < n {
+			return drop(dst, n0), truncated(i, c.Kind, off)
+		}
+		c.Key = p[2 : 2+kl : 2+kl]
+		f := p[2+kl : n]
+		if c.Kind == CmdAcquire {
+			c.Lease = binary.BigEndian.Uint16(f)
+		} else {
+			c.Token = Token(binary.BigEndian.Uint64(f))
+			if tail > 8 { // version 2: an Extend's lease, or an Expire's count
+				if c.Kind == CmdExtend {
+					c.Lease = binary.BigEndian.Uint16(f[8:])
+					needsV2 = true
+				} else {
+					c.Extensions = binary.BigEndian.Uint32(f[8:])
+					needsV2 = needsV2 || c.Extensions != 0
+				}
+			}
 		}
 		dst = append(dst, c)
 		p = p[n:]
@@ -412,6 +404,13 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 		return drop(dst, n0), fmt.Errorf("%w: a version 2 batch of commands version 1 carries (no extend, no expire for a count other than 0)", ErrBatchMalformed)
 	}
 	return dst, nil
+}
+
+// keyedTails[v-1][kind] is the length of what follows the key of a keyed
+// command in batch version v; 0 for a kind version v does not have.
+var keyedTails = [2][6]uint8{
+	{CmdAcquire: 2, CmdRelease: 8, CmdExpire: 8},
+	{CmdAcquire: 2, CmdRelease: 8, CmdExpire: 12, CmdExtend: 10},
 }
 
 func truncated(i uint32, k CommandKind, off int) error {
