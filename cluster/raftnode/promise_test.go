@@ -2,7 +2,6 @@ package raftnode
 
 import (
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,48 +10,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
-
-// copyDir copies the files under src to dst (which must not exist), keeping modes.
-func copyDir(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.Walk(src, func(path string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		to := filepath.Join(dst, rel)
-		if fi.IsDir() {
-			return os.MkdirAll(to, fi.Mode().Perm())
-		}
-		in, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fi.Mode().Perm())
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// replaceDir makes dst a copy of src.
-func replaceDir(t *testing.T, src, dst string) {
-	t.Helper()
-	if err := os.RemoveAll(dst); err != nil {
-		t.Fatal(err)
-	}
-	copyDir(t, src, dst)
-}
 
 func tailSegment(t *testing.T, dataDir string) string {
 	t.Helper()
@@ -92,7 +52,7 @@ func TestPromiseRefusesAmnesia(t *testing.T) {
 		t.Fatalf("promise %+v does not hold the second run's term, vote and log end", p)
 	}
 	pristine := filepath.Join(t.TempDir(), "pristine")
-	copyDir(t, tn.dir, pristine)
+	clustertest.CopyDir(t, tn.dir, pristine)
 
 	cases := []struct {
 		name    string
@@ -133,7 +93,7 @@ func TestPromiseRefusesAmnesia(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			replaceDir(t, pristine, tn.dir)
+			clustertest.ReplaceDir(t, pristine, tn.dir)
 			tc.damage(t)
 			wantAmnesia(t, openFails(t, c, tn, "opened a data dir that lost what it promised"), tn.dir, tc.mention)
 			// Refusing changed nothing: a second try says the same.
@@ -141,7 +101,7 @@ func TestPromiseRefusesAmnesia(t *testing.T) {
 		})
 	}
 
-	replaceDir(t, pristine, tn.dir)
+	clustertest.ReplaceDir(t, pristine, tn.dir)
 	c.restart(tn)
 	tn = c.leader()
 	if !fsmEquals(tn.n.FSM(), want, last) {
@@ -197,7 +157,7 @@ func TestPromiseSnapshotNewerThanLog(t *testing.T) {
 	want := grantKeys(t, tn.n, "a%d", 10)
 	c.shutdown(tn)
 	oldWAL := filepath.Join(t.TempDir(), "wal")
-	copyDir(t, filepath.Join(tn.dir, "wal"), oldWAL)
+	clustertest.CopyDir(t, filepath.Join(tn.dir, "wal"), oldWAL)
 	c.restart(tn)
 	tn = c.leader()
 	grantMore(t, tn.n, want, "b%d", 30)
@@ -205,11 +165,11 @@ func TestPromiseSnapshotNewerThanLog(t *testing.T) {
 	last := tn.n.FSM().LastToken()
 	c.shutdown(tn)
 	pristine := filepath.Join(t.TempDir(), "pristine")
-	copyDir(t, tn.dir, pristine)
+	clustertest.CopyDir(t, tn.dir, pristine)
 
 	t.Run("a snapshot the node never promised as its newest", func(t *testing.T) {
-		replaceDir(t, pristine, tn.dir)
-		replaceDir(t, oldWAL, filepath.Join(tn.dir, "wal"))
+		clustertest.ReplaceDir(t, pristine, tn.dir)
+		clustertest.ReplaceDir(t, oldWAL, filepath.Join(tn.dir, "wal"))
 		p, _, _ := readPromise(tn.dir)
 		p.SnapshotIndex-- // as if the snapshot came from elsewhere
 		if err := writePromise(tn.dir, p); err != nil {
@@ -218,8 +178,8 @@ func TestPromiseSnapshotNewerThanLog(t *testing.T) {
 		wantBroken(t, openFails(t, c, tn, "started from a snapshot and a log of two histories"), tn.dir, "newer than the raft log")
 	})
 	t.Run("the snapshot it installed, the log not yet cleared", func(t *testing.T) {
-		replaceDir(t, pristine, tn.dir)
-		replaceDir(t, oldWAL, filepath.Join(tn.dir, "wal"))
+		clustertest.ReplaceDir(t, pristine, tn.dir)
+		clustertest.ReplaceDir(t, oldWAL, filepath.Join(tn.dir, "wal"))
 		p, _, _ := readPromise(tn.dir)
 		if p.LastIndex > p.SnapshotIndex {
 			p.LastIndex, p.LastTerm = p.SnapshotIndex, p.SnapshotTerm // as written at the install

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -84,79 +81,6 @@ func grantMany(t *testing.T, p *proc, prefix string, n int) uint64 {
 		}
 	}
 	return last
-}
-
-// copyDir copies the tree src to dst (which must not exist) as cp -a would: directories,
-// regular files and their modes. Runs of zeros are left as holes, so that raft-wal's
-// preallocated 64 MiB segment copies fast; they read back as zeros.
-func copyDir(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		to := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return os.Mkdir(to, info.Mode().Perm())
-		case info.Mode().IsRegular():
-			return copySparse(path, to, info)
-		default:
-			return fmt.Errorf("%s: not a directory or regular file", path)
-		}
-	})
-	if err != nil {
-		t.Fatalf("copy %s to %s: %v", src, dst, err)
-	}
-}
-
-func copySparse(src, dst string, info os.FileInfo) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, info.Mode().Perm())
-	if err != nil {
-		return err
-	}
-	buf, zero := make([]byte, 64<<10), make([]byte, 64<<10)
-	for {
-		n, err := io.ReadFull(in, buf)
-		if n > 0 && bytes.Equal(buf[:n], zero[:n]) {
-			_, serr := out.Seek(int64(n), io.SeekCurrent)
-			err = errors.Join(err, serr)
-		} else if n > 0 {
-			_, werr := out.Write(buf[:n])
-			err = errors.Join(err, werr)
-		}
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			break
-		}
-		if err != nil {
-			out.Close()
-			return err
-		}
-	}
-	if err := out.Truncate(info.Size()); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
-// fresh makes dir a copy of pristine again.
-func fresh(t *testing.T, pristine, dir string) {
-	t.Helper()
-	if err := os.RemoveAll(dir); err != nil {
-		t.Fatal(err)
-	}
-	copyDir(t, pristine, dir)
 }
 
 // segmentOf is the path of the newest raft-wal segment file in dataDir (the tail: names
@@ -316,7 +240,7 @@ func replaceTree(t *testing.T, from, dir, name string) {
 	if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
 		t.Fatal(err)
 	}
-	copyDir(t, filepath.Join(from, name), filepath.Join(dir, name))
+	clustertest.CopyDir(t, filepath.Join(from, name), filepath.Join(dir, name))
 }
 
 // TestAmnesiaRefusesADamagedDataDir plants each damage of issue 19 in a follower's data
@@ -335,7 +259,7 @@ func TestAmnesiaRefusesADamagedDataDir(t *testing.T) {
 	tc.procs[f].stop(t, "the follower")
 	dir := tc.nodeDir(f)
 	old := filepath.Join(t.TempDir(), "pristine")
-	copyDir(t, dir, old)
+	clustertest.CopyDir(t, dir, old)
 
 	for _, c := range []struct {
 		name, want string
@@ -351,17 +275,17 @@ func TestAmnesiaRefusesADamagedDataDir(t *testing.T) {
 		{"promise damaged", "promised.json is damaged", flipPromiseByte},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			fresh(t, old, dir)
+			clustertest.ReplaceDir(t, old, dir)
 			c.plant(t, dir)
 			tc.refused(t, f, c.want)
 		})
 	}
 
 	t.Run("recover", func(t *testing.T) {
-		fresh(t, old, dir)
+		clustertest.ReplaceDir(t, old, dir)
 		truncateSegmentHalf(t, dir)
 		rdir := filepath.Join(t.TempDir(), "recovered")
-		copyDir(t, dir, rdir)
+		clustertest.CopyDir(t, dir, rdir)
 		code, out := run(t, nil, "recover", "--data-dir", rdir, "--dry-run")
 		if code != 0 || !strings.Contains(out, "\ndamage: the raft log in ") || !strings.Contains(out, "acknowledged entries up to") {
 			t.Fatalf("recover --dry-run of a directory that lost entries: exit %d, want 0 and a damage line:\n%s", code, out)
@@ -382,7 +306,7 @@ func TestAmnesiaRefusesADamagedDataDir(t *testing.T) {
 	})
 
 	// The pristine directory starts and rejoins.
-	fresh(t, old, dir)
+	clustertest.ReplaceDir(t, old, dir)
 	tc.procs[f] = startServer(t, nil, tc.args[f]...)
 	tc.leader()
 	grantThrough(t, tc.procs[f], "amnesia/rejoined")
@@ -407,15 +331,15 @@ func TestAmnesiaRefusesADamagedDataDir(t *testing.T) {
 	tc.caughtUp(t, f, l)
 	tc.procs[f].stop(t, "the follower")
 	newer := filepath.Join(t.TempDir(), "newer")
-	copyDir(t, dir, newer)
+	clustertest.CopyDir(t, dir, newer)
 
 	t.Run("snapshot newer than the log", func(t *testing.T) {
-		fresh(t, old, dir)
+		clustertest.ReplaceDir(t, old, dir)
 		replaceTree(t, newer, dir, "snapshots")
 		tc.refused(t, f, "is newer than the raft log")
 	})
 	t.Run("snapshot with an older log", func(t *testing.T) {
-		fresh(t, newer, dir)
+		clustertest.ReplaceDir(t, newer, dir)
 		replaceTree(t, old, dir, "wal")
 		tc.refused(t, f, "acknowledged entries up to")
 		// Nothing was changed before the refusal: the log planted is still there to look at.
@@ -428,7 +352,7 @@ func TestAmnesiaRefusesADamagedDataDir(t *testing.T) {
 		}
 	})
 
-	fresh(t, newer, dir)
+	clustertest.ReplaceDir(t, newer, dir)
 	tc.procs[f] = startServer(t, nil, tc.args[f]...)
 	tc.leader()
 	grantThrough(t, tc.procs[f], "amnesia/rejoined-after-snapshot")
