@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -145,19 +143,7 @@ func forgedRPCs(t *testing.T) []struct {
 // the cluster keeps granting.
 func TestForgedRaftRPCsFromANonMemberChangeNothing(t *testing.T) {
 	clustertest.Slow(t, "starts three processes")
-	dir := t.TempDir()
-	secret := []byte(strings.Repeat("p", 40))
-	secretFile, adminFile := filepath.Join(dir, "peer"), filepath.Join(dir, "admin")
-	if err := os.WriteFile(secretFile, append(secret, '\n'), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(adminFile, []byte(strings.Repeat("a", 40)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tc := startTestCluster(t, 3, "--peer-secret-file", secretFile, "--admin-secret-file", adminFile)
-	_, c := tc.dialLeader(t)
-	held := c.Do(t, wiretest.Acquire(1, 0, 300, "raftauth/held")).Token
-	waitAll(t, tc, func(st raftStatus) bool { return st.LastToken == held })
+	tc, c, secret, held := startHeldPeerCluster(t, "p", "raftauth/held")
 
 	base := peer.DefaultConfig()
 	base.Secrets = [][]byte{secret}
@@ -236,4 +222,19 @@ func countLines(logs, what, with string) int {
 		}
 	}
 	return n
+}
+
+// startHeldPeerCluster starts three nodes with a peer secret (40 bytes of fill, returned)
+// and an admin secret, takes key through the leader, and waits until every node has applied
+// the grant, whose token it returns with the leader's connection that took it.
+func startHeldPeerCluster(t *testing.T, fill, key string) (tc *testCluster, c *wiretest.Conn, secret []byte, held uint64) {
+	t.Helper()
+	dir := t.TempDir()
+	secret = []byte(strings.Repeat(fill, 40))
+	tc = startTestCluster(t, 3, "--peer-secret-file", writeSecretFile(t, dir, "peer", string(secret)),
+		"--admin-secret-file", writeSecretFile(t, dir, "admin", strings.Repeat("a", 40)))
+	_, c = tc.dialLeader(t)
+	held = c.Do(t, wiretest.Acquire(1, 0, 300, key)).Token
+	waitAll(t, tc, func(st raftStatus) bool { return st.LastToken == held })
+	return tc, c, secret, held
 }

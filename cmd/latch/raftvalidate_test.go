@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -108,19 +106,7 @@ func malformedRPCs() []malformedRPC {
 // the one sender.
 func TestMalformedRaftRPCsFromAMemberAreRefused(t *testing.T) {
 	clustertest.Slow(t, "starts three processes")
-	dir := t.TempDir()
-	secret := []byte(strings.Repeat("q", 40))
-	secretFile, adminFile := filepath.Join(dir, "peer"), filepath.Join(dir, "admin")
-	if err := os.WriteFile(secretFile, append(secret, '\n'), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(adminFile, []byte(strings.Repeat("a", 40)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tc := startTestCluster(t, 3, "--peer-secret-file", secretFile, "--admin-secret-file", adminFile)
-	_, c := tc.dialLeader(t)
-	held := c.Do(t, wiretest.Acquire(1, 0, 300, "raftvalidate/held")).Token
-	waitAll(t, tc, func(st raftStatus) bool { return st.LastToken == held })
+	tc, c, secret, held := startHeldPeerCluster(t, "q", "raftvalidate/held")
 
 	n1 := peer.DefaultConfig()
 	n1.Secrets = [][]byte{secret}
