@@ -106,7 +106,7 @@ func malformedRPCs() []malformedRPC {
 // the one sender.
 func TestMalformedRaftRPCsFromAMemberAreRefused(t *testing.T) {
 	clustertest.Slow(t, "starts three processes")
-	tc, c, secret, held := startHeldPeerCluster(t, "q", "raftvalidate/held")
+	tc, _, secret, held := startHeldPeerCluster(t, "q", "raftvalidate/held")
 
 	n1 := peer.DefaultConfig()
 	n1.Secrets = [][]byte{secret}
@@ -132,7 +132,7 @@ func TestMalformedRaftRPCsFromAMemberAreRefused(t *testing.T) {
 		default:
 		}
 	}
-	_, c = tc.dialLeader(t) // every node ready, one leads
+	_, c := tc.dialLeader(t) // every node ready, one leads
 	if next := c.Do(t, wiretest.Acquire(2, 0, 30, "raftvalidate/after")).Token; next != held+1 {
 		t.Fatalf("token after the RPCs %d, want %d", next, held+1)
 	}
