@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 	"go.etcd.io/bbolt"
 )
@@ -193,8 +194,7 @@ func readWALMeta(path string) (types.PersistentState, error) {
 // scanSegment reads one segment file and verifies it (the rules at the top of this file).
 // Its error says what is wrong, naming the file.
 func scanSegment(dir string, info types.SegmentInfo) (walSegment, error) {
-	name := fmt.Sprintf("%020d-%016x.wal", info.BaseIndex, info.ID)
-	path := filepath.Join(dir, name)
+	path := filepath.Join(dir, segment.FileName(info))
 	seg := walSegment{info: info, file: path}
 	sealed := !info.SealTime.IsZero()
 	data, err := os.ReadFile(path)
