@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // ErrDataDirBroken: the data directory holds raft state that raft could not start from (an
@@ -235,7 +236,7 @@ func (st *stores) durable(snapIndex, snapTerm, last uint64) (promise, error) {
 		return p, broken(st.dir, "read the vote in raft.db", err)
 	}
 	vote, err := st.bolt.Get(keyLastVoteCand)
-	if err != nil && err.Error() != "not found" {
+	if err != nil && !errors.Is(err, raftboltdb.ErrKeyNotFound) {
 		return p, broken(st.dir, "read the vote in raft.db", err)
 	}
 	p.Vote = string(vote)
@@ -252,7 +253,7 @@ func (st *stores) durable(snapIndex, snapTerm, last uint64) (promise, error) {
 // stableUint64 reads a raft.db number; a missing key is 0.
 func stableUint64(s raft.StableStore, key []byte) (uint64, error) {
 	v, err := s.GetUint64(key)
-	if err != nil && err.Error() == "not found" { // raft-boltdb's ErrKeyNotFound, as raft tests it
+	if errors.Is(err, raftboltdb.ErrKeyNotFound) {
 		return 0, nil
 	}
 	return v, err
