@@ -84,6 +84,17 @@ func Listen(addr string, cfg Config) (*Mux, error) {
 	if err != nil {
 		return nil, fmt.Errorf("peer: listen on %s: %w", addr, err)
 	}
+	return Serve(ln, cfg)
+}
+
+// Serve serves the peer port with cfg on ln, which it owns from then on (Close closes it),
+// as Listen does on the listener it opens. A caller that must know the address before it
+// can build cfg (its Advertise) opens ln first and keeps it.
+func Serve(ln net.Listener, cfg Config) (*Mux, error) {
+	if err := cfg.Validate(); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
 	m := &Mux{
 		cfg: cfg,
 		log: cfg.logger(),

@@ -467,7 +467,13 @@ func TestRaftClusterRefusesRPCsWithoutClusterCertificate(t *testing.T) {
 // listenOn is listen on addr.
 func listenOn(t *testing.T, addr string, cfg Config) *Mux {
 	t.Helper()
-	m, err := Listen(addr, cfg)
+	var m *Mux
+	var err error
+	if ln, ok := held.LoadAndDelete(addr); ok {
+		m, err = Serve(ln.(net.Listener), cfg)
+	} else {
+		m, err = Listen(addr, cfg)
+	}
 	if err != nil {
 		t.Fatalf("Listen %s: %v", addr, err)
 	}
@@ -475,8 +481,12 @@ func listenOn(t *testing.T, addr string, cfg Config) *Mux {
 	return m
 }
 
-// freeAddrs reserves n loopback addresses (listen, note, close): another process could take
-// one in between, and the test then fails at Listen, loudly.
+// held keeps the listeners of freeAddrs open, by address, until listenOn serves on them: a
+// port that was closed in between could be taken by any other test or process.
+var held sync.Map
+
+// freeAddrs opens n loopback listeners and returns their addresses, for configurations that
+// must name their own address before the node starts; listenOn takes them over.
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
 	var out []string
@@ -485,8 +495,14 @@ func freeAddrs(t *testing.T, n int) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, ln.Addr().String())
-		_ = ln.Close()
+		addr := ln.Addr().String()
+		held.Store(addr, ln)
+		t.Cleanup(func() {
+			if ln, ok := held.LoadAndDelete(addr); ok {
+				_ = ln.(net.Listener).Close()
+			}
+		})
+		out = append(out, addr)
 	}
 	return out
 }
