@@ -1,10 +1,13 @@
 package clustertest
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -28,4 +31,41 @@ func NonLatchAddr(t testing.TB) string {
 	web := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(web.Close)
 	return strings.TrimPrefix(web.URL, "http://")
+}
+
+// Ports for processes that must keep their address across restarts come from below the
+// kernel's ephemeral range (32768-60999 by default), so that no outgoing connection and no
+// ":0" listener of another test can take one between the probe and the bind: with ports the
+// kernel had handed out, a busy run lost one now and then ("address already in use").
+const (
+	portLow  = 20000
+	portHigh = 32000
+)
+
+var nextPort atomic.Int32
+
+func init() { nextPort.Store(int32(portLow + os.Getpid()%(portHigh-portLow))) }
+
+// FreePorts reserves n distinct loopback ports (each probed by a listen and closed again),
+// never the same one twice in this process. A port some other program holds is skipped.
+func FreePorts(t testing.TB, n int) []string {
+	t.Helper()
+	var out []string
+	for tries := 0; len(out) < n; tries++ {
+		if tries > 10*(portHigh-portLow) {
+			t.Fatalf("no free loopback port in %d-%d", portLow, portHigh)
+		}
+		p := nextPort.Add(1)
+		if p >= portHigh {
+			nextPort.CompareAndSwap(p, portLow)
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		out = append(out, ln.Addr().String())
+		ln.Close()
+	}
+	return out
 }

@@ -37,7 +37,7 @@ func startCluster(t testing.TB, n int, tune ...func(*Config)) []*tmember {
 	secret := []byte("member-test-peer-secret-0123456789abcdef")
 	var initial []raftnode.Peer
 	for i := range n {
-		initial = append(initial, raftnode.Peer{ID: fmt.Sprintf("m%d", i), Addr: freeAddr(t)})
+		initial = append(initial, raftnode.Peer{ID: fmt.Sprintf("m%d", i), Addr: clustertest.FreePorts(t, 1)[0]})
 	}
 	out := make([]*tmember, n)
 	errs := make([]error, n)
@@ -83,17 +83,6 @@ func startCluster(t testing.TB, n int, tune ...func(*Config)) []*tmember {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// freeAddr is a loopback address with a port that was free a moment ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func stop(t testing.TB, tm *tmember) {

@@ -293,7 +293,7 @@ func TestAmnesiaRefusesADamagedDataDir(t *testing.T) {
 		if code, out := run(t, nil, "recover", "--data-dir", rdir, "--dry-run", "--json"); code != 0 || !strings.Contains(out, `"damage":["the raft log in `) {
 			t.Fatalf("recover --dry-run --json: exit %d, want the damage:\n%s", code, out)
 		}
-		id, addr, floor := fmt.Sprintf("n%d", f+1), freePorts(t, 1)[0], tok+1000
+		id, addr, floor := fmt.Sprintf("n%d", f+1), clustertest.FreePorts(t, 1)[0], tok+1000
 		code, out = run(t, nil, "recover", "--data-dir", rdir, "--id", id, "--advertise", addr, "--token-floor", strconv.FormatUint(floor, 10))
 		if code != 0 {
 			t.Fatalf("recover: exit %d:\n%s", code, out)

@@ -2,11 +2,9 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,43 +12,6 @@ import (
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
-
-// Ports for processes that must keep their address across restarts come from below the
-// kernel's ephemeral range (32768-60999 by default), so that no outgoing connection and no
-// ":0" listener of another test can take one between the probe and the bind: with ports the
-// kernel had handed out, a busy run lost one now and then ("address already in use").
-const (
-	portLow  = 20000
-	portHigh = 32000
-)
-
-var nextPort atomic.Int32
-
-func init() { nextPort.Store(int32(portLow + os.Getpid()%(portHigh-portLow))) }
-
-// freePorts reserves n distinct loopback ports (each probed by a listen and closed again),
-// never the same one twice in this process. A port some other program holds is skipped.
-func freePorts(t *testing.T, n int) []string {
-	t.Helper()
-	var out []string
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 10*(portHigh-portLow) {
-			t.Fatalf("no free loopback port in %d-%d", portLow, portHigh)
-		}
-		p := nextPort.Add(1)
-		if p >= portHigh {
-			nextPort.CompareAndSwap(p, portLow)
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			continue
-		}
-		out = append(out, ln.Addr().String())
-		ln.Close()
-	}
-	return out
-}
 
 // testCluster is n latch processes in cluster mode on loopback.
 type testCluster struct {
@@ -78,7 +39,7 @@ func startClusterWith(t *testing.T, n int, perNode func(i int) []string) *testCl
 func startClusterOf(t *testing.T, bins []string, perNode func(i int) []string) *testCluster {
 	t.Helper()
 	n := len(bins)
-	tc := &testCluster{t: t, raft: freePorts(t, n), bins: bins, dataDir: t.TempDir()}
+	tc := &testCluster{t: t, raft: clustertest.FreePorts(t, n), bins: bins, dataDir: t.TempDir()}
 	var ic []string
 	for i, a := range tc.raft {
 		ic = append(ic, fmt.Sprintf("n%d=%s", i+1, a))
@@ -331,7 +292,7 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 	tc := startTestCluster(t, 3, sec.serverArgs()...)
 	l := tc.leader()
 	f := (l + 1) % 3
-	extra := freePorts(t, 2)
+	extra := clustertest.FreePorts(t, 2)
 	for i, addr := range extra {
 		id := fmt.Sprintf("n%d", 4+i)
 		p := startServer(t, nil, append([]string{"--mode", "cluster", "--id", id, "--data-dir", filepath.Join(tc.dataDir, id),
@@ -411,7 +372,7 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 
 	// latch peers add before the node runs: it is a nonvoter, so the quorum stays three of
 	// four voters, until it runs and has caught up; then the same call makes it a voter.
-	n6 := freePorts(t, 1)[0]
+	n6 := clustertest.FreePorts(t, 1)[0]
 	_, addOut, addDone := start(t, nil, "peers", "add", "--http", tc.procs[f].http, "--id", "n6", "--raft-addr", n6, "--admin-secret-file", secret)
 	waitFor("n6 listed as a nonvoter", func() bool { return suffrage()["n6 "+n6] == "nonvoter" })
 	if v := voters(); v != 4 {

@@ -54,7 +54,7 @@ func TestLocksInspectAndForceRelease(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			lab := locksLab{sec: newTestSecrets(t)}
 			if mode == "single" {
-				p := startServer(t, nil, append([]string{"--listen", freePorts(t, 1)[0]}, lab.sec.serverArgs()...)...)
+				p := startServer(t, nil, append([]string{"--listen", clustertest.FreePorts(t, 1)[0]}, lab.sec.serverArgs()...)...)
 				lab.clients, lab.http = p.listen, p.http
 			} else {
 				tc := startTestCluster(t, 3, lab.sec.serverArgs()...)

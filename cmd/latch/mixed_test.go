@@ -34,7 +34,7 @@ func startMixedCluster(t *testing.T, bins []string) (*testCluster, testSecrets, 
 	t.Helper()
 	sec := newTestSecrets(t)
 	n := len(bins)
-	ports := freePorts(t, 2*n)
+	ports := clustertest.FreePorts(t, 2*n)
 	tc := startClusterOf(t, bins, func(i int) []string {
 		return append([]string{"--listen", ports[i], "--http", ports[n+i]}, sec.serverArgs()...)
 	})

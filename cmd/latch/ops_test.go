@@ -33,7 +33,7 @@ type fixedCluster struct {
 
 func newFixedCluster(t *testing.T, n int) *fixedCluster {
 	t.Helper()
-	ports := freePorts(t, 3*n)
+	ports := clustertest.FreePorts(t, 3*n)
 	fc := &fixedCluster{t: t, raft: ports[:n], http: ports[n : 2*n], listen: ports[2*n:], dir: t.TempDir(), sec: newTestSecrets(t)}
 	fc.procs = make([]*proc, n)
 	return fc

@@ -45,7 +45,7 @@ func TestSignedCallsReplayNowhere(t *testing.T) {
 	if code != 200 || !bytes.HasPrefix(backup, []byte("LATCH")) {
 		t.Fatalf("backup through n%d: %d %.200s", a+1, code, backup)
 	}
-	n9 := freePorts(t, 1)[0]
+	n9 := clustertest.FreePorts(t, 1)[0]
 	addCall := signCall(t, tc.procs[a].http, key, http.MethodPost, "/v1/peers", []byte(`{"id":"n9","addr":"`+n9+`","nonvoter":true}`))
 	if code, body := addCall.send(t, tc.procs[a].http); code != 200 {
 		t.Fatalf("adding n9 through n%d: %d %s", a+1, code, body)
@@ -184,7 +184,7 @@ func TestRestoreBodyReadOnlyWhenSigned(t *testing.T) {
 	clustertest.Slow(t, "streams 400 MB to a server")
 	sec := newTestSecrets(t)
 	p := startServer(t, nil, append([]string{"--mode", "cluster", "--id", "n1", "--data-dir", t.TempDir(),
-		"--raft-addr", freePorts(t, 1)[0], "--bootstrap"}, sec.serverArgs()...)...)
+		"--raft-addr", clustertest.FreePorts(t, 1)[0], "--bootstrap"}, sec.serverArgs()...)...)
 	(&testCluster{t: t, procs: []*proc{p}}).leader()
 	c := wiretest.Dial(t, p.listen)
 	c.Hello(t, []byte(clientSecretValue))

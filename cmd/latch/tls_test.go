@@ -118,7 +118,7 @@ func TestClusterAdminOverHTTPS(t *testing.T) {
 
 	// A fourth node joins through the follower's https:// --http: no secret, so its own
 	// certificate is what authorizes the change.
-	n4 := freePorts(t, 1)[0]
+	n4 := clustertest.FreePorts(t, 1)[0]
 	p4 := startServer(t, nil, append([]string{"--mode", "cluster", "--id", "n4", "--data-dir", filepath.Join(tc.dataDir, "n4"),
 		"--raft-addr", n4, "--join", https}, tlsArgs...)...)
 	tc.procs = append(tc.procs, p4)
