@@ -150,7 +150,11 @@ func runNotice(c *cli.Context, t *client.Ticket, name string, maxHold time.Durat
 				stderrf(c, "latch run: lease of %s ends at %s; sending SIGTERM", t.Key, at(e))
 			}
 		case supervise.EventKill:
-			stderrf(c, "latch run: lease of %s is ending; sending SIGKILL", t.Key)
+			what := "lease"
+			if e.Held {
+				what = "--max-hold"
+			}
+			stderrf(c, "latch run: %s of %s is ending; sending SIGKILL", what, t.Key)
 		case supervise.EventEscalate:
 			stderrf(c, "latch run: a second signal; sending SIGKILL to the command's process group")
 		case supervise.EventLost:
