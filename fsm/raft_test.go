@@ -41,10 +41,11 @@ func results(t testing.TB, resp any) []Result {
 
 // state is everything an FSM decides with, for comparisons.
 type state struct {
-	held    map[string]Holder
-	last    Token
-	applied uint64
-	bytes   []byte // the snapshot it writes
+	held     map[string]Holder
+	last     Token
+	features Features
+	applied  uint64
+	bytes    []byte // the snapshot it writes
 }
 
 func stateOf(t testing.TB, f *FSM) state {
@@ -54,6 +55,7 @@ func stateOf(t testing.TB, f *FSM) state {
 		s.held = make(map[string]Holder, tb.Len())
 		tb.Range(func(k string, h Holder) bool { s.held[k] = h; return true })
 		s.last = tb.LastToken()
+		s.features = tb.Features()
 		s.applied = f.AppliedIndex()
 		var buf bytes.Buffer
 		if err := WriteSnapshot(&buf, tb, s.applied); err != nil {
@@ -65,11 +67,12 @@ func stateOf(t testing.TB, f *FSM) state {
 }
 
 func sameState(a, b state) bool {
-	return equalState(a.held, b.held) && a.last == b.last && a.applied == b.applied && bytes.Equal(a.bytes, b.bytes)
+	return equalState(a.held, b.held) && a.last == b.last && a.features == b.features && a.applied == b.applied &&
+		bytes.Equal(a.bytes, b.bytes)
 }
 
 func (s state) String() string {
-	return fmt.Sprintf("{%d keys, last %d, applied %d}", len(s.held), s.last, s.applied)
+	return fmt.Sprintf("{%d keys, last %d, features %v, applied %d}", len(s.held), s.last, s.features, s.applied)
 }
 
 // persist takes a snapshot of f and returns its bytes, checking that the
