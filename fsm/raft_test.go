@@ -477,6 +477,10 @@ func TestFSMHaltsOnUndecodableEntries(t *testing.T) {
 	v2plain[0] = batchV2
 	v1extend := bytes.Clone(v2)
 	v1extend[0] = batchV1
+	// Grants, then an Enable of a bit this latch does not know: none applies.
+	newFeature := append(bytes.Clone(good[:batchHeaderLen]), good[batchHeaderLen:]...)
+	newFeature[0], newFeature[4] = batchV2, 3
+	newFeature = append(newFeature, byte(CmdEnable), 0, 0, 0, 2)
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -490,6 +494,10 @@ func TestFSMHaltsOnUndecodableEntries(t *testing.T) {
 		{"unknown kind in version 1", []byte{1, 0, 0, 0, 1, 99}, ErrBatchMalformed},
 		{"extend in version 1", v1extend, ErrBatchMalformed},
 		{"version 2 without an extend", v2plain, ErrBatchMalformed},
+		{"enable of an unknown feature bit", []byte{2, 0, 0, 0, 1, byte(CmdEnable), 0x80, 0, 0, 0}, ErrBatchVersion},
+		{"grants and an enable of an unknown feature bit", newFeature, ErrBatchVersion},
+		{"enable in version 1", []byte{1, 0, 0, 0, 1, byte(CmdEnable), 0, 0, 0, 1}, ErrBatchMalformed},
+		{"enable truncated", []byte{2, 0, 0, 0, 1, byte(CmdEnable), 0, 0, 0}, ErrBatchMalformed},
 		{"truncated", good[:len(good)-1], ErrBatchMalformed},
 		{"truncated version 2", v2[:len(v2)-1], ErrBatchMalformed},
 		{"trailing byte", append(bytes.Clone(good), 0), ErrBatchMalformed},

@@ -69,10 +69,13 @@ func extendedTable(t *testing.T) *Table {
 	return tb
 }
 
-// enabled turns features on in tb.
+// enabled turns features on in tb through ApplyCommand, as a committed
+// Enable would.
 func enabled(t testing.TB, tb *Table, f Features) *Table {
 	t.Helper()
-	tb.features |= f
+	if r := tb.ApplyCommand(enable(f)); r.Kind != Enabled {
+		t.Fatalf("enable %v: %+v", f, r)
+	}
 	return tb
 }
 
