@@ -141,7 +141,7 @@ func TestReplicatedExtendThroughTheLog(t *testing.T) {
 	}
 	h.clock.Advance(4 * time.Second)
 	h.extend(a, 2, "k", tok, 10)
-	ra.none(t) // not before the entry applied
+	ra.none(t)                       // not before the entry applied
 	h.clock.Advance(2 * time.Second) // past the first lease while the extend is in the log
 	h.n.Sweep()
 	if cmds := log.commit(); len(cmds) != 1 || cmds[0].Kind != fsm.CmdExtend || cmds[0].Lease != 10 || cmds[0].Token != fsm.Token(tok) {
