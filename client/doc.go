@@ -7,8 +7,8 @@
 //
 // It also offers protocol revision 2 (docs/protocol.md): grants that carry their
 // age, Ticket.Extend and Ticket.KeepAlive. They work against servers that offer the
-// revision; no latch server does yet, and against every other server the client is latch/1
-// (see "Revision 2" below).
+// revision (a single-mode server, and a cluster once every member serves it); against every
+// other server the client is latch/1 (see "Revision 2" below).
 //
 // It imports only package wire and the standard library.
 //

@@ -27,7 +27,7 @@ const (
 const ReasonUnsupported Reason = "unsupported"
 
 // Reasons lists every reason of latch/1 in the order of the section 5 table.
-// ReasonUnsupported is not among them until servers offer revision 2.
+// ReasonUnsupported, revision 2's, is not among them: no latch/1 connection carries it.
 var Reasons = append([]Reason(nil), reasons[:]...)
 
 // reasons is Reasons, out of the reach of callers that might change the exported slice.

@@ -20,7 +20,7 @@ import (
 //
 //	go test ./wire -run TestVectors -update   rewrites docs/vectors/rev2.json too
 
-const rev2About = "latch/1 revision 2 (FlagLeases) test vectors, a draft: no latch server offers it yet; the format is described in docs/protocol-rev2-draft.md, section 9 (Test vectors)"
+const rev2About = "latch/1 revision 2 (FlagLeases) test vectors; the format is described in docs/protocol.md, section 11 (Test vectors)"
 
 // rev2File is docs/vectors/rev2.json.
 type rev2File struct {
