@@ -24,10 +24,11 @@ import (
 //   - raft's snapshot goroutine: Persist and Release on what Snapshot
 //     returned, concurrently with later Applies; they touch only the copy.
 //   - any other goroutine (on the leader: the node rebuilding its expiry
-//     heap after a Barrier, waiter dispatch, status, metrics, readiness):
-//     Read, Holder, LastToken, Len, AppliedIndex, Err. They see the table between
-//     two applies, never in the middle of a batch. Nothing outside the FSM
-//     goroutine may change the table: every change is a log entry.
+//     heap after a Barrier, waiter dispatch, status, metrics, readiness;
+//     on every replica: which protocol revision to offer): Read, Holder,
+//     LastToken, Features, Len, AppliedIndex, Err. They see the table
+//     between two applies, never in the middle of a batch. Nothing outside
+//     the FSM goroutine may change the table: every change is a log entry.
 //
 // An FSM holds no timers and reads no clock: leases are lengths, and
 // expiry is an Expire command the leader proposes (docs/protocol.md section 7).
@@ -77,7 +78,8 @@ func NewFSM(floor Token) (*FSM, error) {
 //   - []Result, one per command of the batch, in order;
 //   - an error wrapping ErrHalted, and ErrBatchVersion or
 //     ErrBatchMalformed, if the entry does not decode (a format version
-//     this latch does not read, or not a well-formed batch of its version),
+//     this latch does not read, an Enable of a feature bit it does not
+//     know, or not a well-formed batch of its version),
 //     or if the FSM halted on such an entry before (see Err). Nothing in it
 //     was applied here; a replica that reads it may apply it.
 //
@@ -135,8 +137,9 @@ var ErrHalted = errors.New("fsm: halted, applying nothing more: applying the log
 
 // Err returns nil, or an error wrapping ErrHalted once the FSM has met a
 // log entry it cannot decode, and with it the decode error:
-//   - ErrBatchVersion: a format version this latch does not read (a leader
-//     running a newer latch, during a rolling upgrade). Upgrade this node.
+//   - ErrBatchVersion: a format version this latch does not read, or an
+//     Enable of a feature bit it does not know (a leader running a newer
+//     latch, during a rolling upgrade). Upgrade this node.
 //   - ErrBatchMalformed: not a well-formed batch of its version. No latch
 //     writes one; the log is damaged, or was written by something other
 //     than AppendBatch.
@@ -183,6 +186,17 @@ func (f *FSM) LastToken() Token {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.table.LastToken()
+}
+
+// Features returns the cluster-wide feature bits the applied log (or the
+// restored snapshot) has turned on: the same on every replica at the same
+// applied index. It never loses a bit except through a Restore, which
+// replaces the whole state. A node offers what depends on a bit (protocol
+// revision 2 for FeatureLeases) only once this has it.
+func (f *FSM) Features() Features {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.table.Features()
 }
 
 // Len returns the number of held keys.
