@@ -105,13 +105,9 @@ func TestRunSecondSignalKillsTheGroup(t *testing.T) {
 
 // Issue 13: a grant the ticket gate refuses was released in the background after the CLI
 // had exited, so never. Now the CLI waits for that release: exit 75, and the key is free.
-// The server is the previous build (latch/1): its grants carry no age, so a wait eats the
-// lease and the gate can refuse; this build's server reports the age (issue 21), and a
-// waiter gets its whole lease.
 func TestAcquireGateFailureReleasesBeforeExit(t *testing.T) {
 	t.Parallel()
-	prev, _ := prevLatch(t)
-	p := startServerOf(t, prev, nil)
+	p := startServer(t, nil)
 	srv := "--servers=" + p.listen
 	if code, out := run(t, nil, "acquire", srv, "--lease", "60s", "gate"); code != 0 {
 		t.Fatalf("acquire: exit %d, %s", code, out)
