@@ -354,6 +354,11 @@ func (p *proxy) record(c, s net.Conn) {
 			if done {
 				r := *dec.Request()
 				r.Key = append([]byte(nil), r.Key...)
+				if r.Op == wire.OpHello {
+					// A client sends L only once the server echoed its offer; every other
+					// request decodes the same with or without the revision.
+					dec.SetFlags(r.Hello.Flags)
+				}
 				p.mu.Lock()
 				p.frames = append(p.frames, r)
 				p.mu.Unlock()

@@ -215,9 +215,11 @@ func TestRev2ProtocolViolations(t *testing.T) {
 	}
 }
 
-// A real server of today ignores the offer: the hello carries it, nothing is echoed, and
-// every frame after the hello is latch/1's (the proxy decodes them with a latch/1 decoder).
-func TestRealServerIgnoresTheOffer(t *testing.T) {
+// A real server echoes the offer: the ticket's deadline carries the margin of rho (the fake
+// clock stands still, so the age counts for nothing: the client never counts more of it than
+// it saw pass), extends and keep-alives work, and the proxy, which decodes requests with the
+// revision the hello offered, sees the extend as an L.
+func TestRealServerEchoesTheOffer(t *testing.T) {
 	rs := startReal(t, nil)
 	p := newProxy(t, rs.addr, nil)
 	clk := newFakeClock()
@@ -228,16 +230,46 @@ func TestRealServerIgnoresTheOffer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
+	if want := start.Add(9990 * time.Millisecond); !tk.Deadline.Equal(want) {
+		t.Fatalf("deadline %v, want written_at + (0 + lease) x (1 - 0.001) = %v", tk.Deadline, want)
+	}
+	clk.Advance(2 * time.Second)
+	if err := tk.Extend(ctx, time.Minute); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if want := start.Add(2*time.Second + 59940*time.Millisecond); !tk.CurrentDeadline().Equal(want) {
+		t.Fatalf("deadline after the extend %v, want its written_at + 60 s x 0.999 = %v", tk.CurrentDeadline(), want)
+	}
+	if err := tk.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if st := cl.Stats(); st.ConnsOpen != 1 || st.ConnsRevised != 1 {
+		t.Fatalf("stats %+v: want one revised connection", st)
+	}
+	ls := p.requests(wire.OpExtend)
+	if len(ls) != 1 || ls[0].Token != tk.Token || ls[0].Lease != 60 || string(ls[0].Key) != "offer" {
+		t.Fatalf("extends %+v: want one L for token %d, lease 60 s", ls, tk.Token)
+	}
+}
+
+// A client that does not offer the revision gets latch/1 from the same server: the deadline
+// is written_at + lease, and an extend fails at once, with nothing sent.
+func TestRealServerLatch1Client(t *testing.T) {
+	rs := startReal(t, nil)
+	p := newProxy(t, rs.addr, nil)
+	clk := newFakeClock()
+	cl := newTestClient(t, Config{Servers: []string{p.addr}, Conns: 1, Clock: clk, Latch1Only: true})
+	ctx := context.Background()
+	start := clk.Now()
+	tk, err := cl.Acquire(ctx, "offer", 0, AcquireOptions{Lease: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
 	if want := start.Add(10 * time.Second); !tk.Deadline.Equal(want) {
 		t.Fatalf("deadline %v, want latch/1's written_at + lease %v", tk.Deadline, want)
 	}
-	// Extend fails at once: nothing can carry it. The ping after it reaches the server
-	// decoded as latch/1, so no frame of revision 2 went before it.
 	if err := tk.Extend(ctx, time.Minute); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("Extend: %v, want ErrUnsupported", err)
-	}
-	if err := tk.KeepAlive(ctx, 0); !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("KeepAlive: %v, want ErrUnsupported", err)
 	}
 	if err := cl.Ping(ctx); err != nil {
 		t.Fatalf("Ping: %v", err)
@@ -250,11 +282,11 @@ func TestRealServerIgnoresTheOffer(t *testing.T) {
 		t.Fatalf("stats %+v: want one latch/1 connection", st)
 	}
 	hellos := p.requests(wire.OpHello)
-	if len(hellos) != 1 || hellos[0].Hello.Flags != wire.FlagLeases {
-		t.Fatalf("hellos %+v: want one, offering revision 2", hellos)
+	if len(hellos) != 1 || hellos[0].Hello.Flags != 0 {
+		t.Fatalf("hellos %+v: want one, with flags 0", hellos)
 	}
-	if as, rs := p.requests(wire.OpAcquire), p.requests(wire.OpRelease); len(as) != 1 || len(rs) != 1 {
-		t.Fatalf("acquires %+v releases %+v: want one each, decoded as latch/1", as, rs)
+	if len(p.requests(wire.OpExtend)) != 0 {
+		t.Fatal("an extend was sent on a latch/1 connection")
 	}
 }
 

@@ -33,7 +33,8 @@ func TestFakeTLS(t *testing.T) {
 
 	// A client that does not trust the certificate never gets to send anything.
 	other := newTestClient(t, Config{Servers: []string{fs.addr}, Conns: 1, TLS: &tls.Config{}, Secret: secretOne})
-	_, err := other.Acquire(context.Background(), "tls", 0, AcquireOptions{Wait: time.Second})
+	// The wait leaves a loaded machine time for the refused TLS handshake to fail first.
+	_, err := other.Acquire(context.Background(), "tls", 0, AcquireOptions{Wait: 5 * time.Second})
 	if !errors.Is(err, ErrTimeout) || other.Stats().DialFailures == 0 {
 		t.Fatalf("untrusted server: %v (stats %+v), want a timeout with dial failures", err, other.Stats())
 	}

@@ -17,6 +17,9 @@ type acqOp struct {
 	readAt int64
 	epoch  uint64
 	w      *waiter // set when this grants a queued waiter
+	// age is how long the request had waited when its acquire was submitted (ms, rounded
+	// down): a lower bound on its wait until the lease starts, which is later (the result).
+	age uint32
 }
 
 // Acquire decides an acquire frame read at readAt (section 7). The answer goes to c.
@@ -51,7 +54,7 @@ func (n *Node) Acquire(c *Session, owner uint64, key []byte, wait uint8, lease u
 			// when it arrived), wait 0 or not.
 			n.ap.begin()
 			n.proposeExpire(h, now, false)
-			n.proposeAcquire(key, op)
+			n.proposeAcquire(key, op, now)
 			n.ap.end()
 			return
 		}
@@ -63,7 +66,7 @@ func (n *Node) Acquire(c *Session, owner uint64, key []byte, wait uint8, lease u
 			n.busy(c, owner, n.m.busyKeys)
 			return
 		}
-		n.proposeAcquire(key, op)
+		n.proposeAcquire(key, op, now)
 		return
 	}
 	n.enqueue(name, op, now, false)
@@ -109,10 +112,16 @@ func (n *Node) enqueue(key string, op acqOp, now int64, logSaid bool) {
 }
 
 // proposeAcquire applies the acquire of a key the view shows free, or of a waiter's turn.
-func (n *Node) proposeAcquire(key []byte, op acqOp) {
+// now is a reading of the node's clock taken before this submission: the grant's age
+// (revision 2) is counted to it, never past it, so it is never more than the request waited
+// before its lease started (the lease starts when the result comes back, later still). No
+// timestamp goes into the command: an old leader paused between commit and its result must
+// not count that pause, and the log never carries clock values for a lease.
+func (n *Node) proposeAcquire(key []byte, op acqOp, now int64) {
 	if op.w == nil {
 		n.pending++ // until it is answered; a waiter is counted already
 	}
+	op.age = wire.AgeMillis(time.Duration(now - op.readAt))
 	n.ap.apply(fsm.Command{Kind: fsm.CmdAcquire, Key: key, Lease: op.lease}, then{kind: fsm.CmdAcquire, acq: op})
 }
 
@@ -144,7 +153,7 @@ func (n *Node) acquired(key []byte, op acqOp, r fsm.Result, err error, now int64
 			n.retire(w, false)
 		}
 		if current {
-			n.view.hold(r.Key, r.Token, op.lease, now)
+			n.view.hold(r.Key, r.Token, op.lease, 0, now)
 			if w != nil {
 				n.view.tidy(w.ks)
 			}
@@ -164,7 +173,7 @@ func (n *Node) acquired(key []byte, op acqOp, r fsm.Result, err error, now int64
 			if n.audit.on() {
 				n.audit.grant(key, r.Token, op.lease, op.c.from)
 			}
-			op.c.out.Reply(wire.Response{Op: wire.OpAcquire, Owner: op.owner, Token: uint64(r.Token)})
+			op.c.out.Reply(wire.Response{Op: wire.OpAcquire, Owner: op.owner, Token: uint64(r.Token), Age: op.age})
 		}
 		if n.last >= fsm.MaxToken {
 			n.log.Error("token counter exhausted: every later acquire fails with token_exhausted", "last_token", uint64(n.last))
@@ -174,7 +183,7 @@ func (n *Node) acquired(key []byte, op acqOp, r fsm.Result, err error, now int64
 		name, ok := n.view.name(key)
 		if !ok && current {
 			name, ok = string(key), true
-			n.view.hold(name, r.Holder.Token, r.Holder.Lease, now) // the view missed a grant: heal it
+			n.view.hold(name, r.Holder.Token, r.Holder.Lease, r.Holder.Extensions, now) // the view missed a grant: heal it
 		}
 		switch {
 		case !current || !ok:

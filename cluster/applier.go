@@ -111,6 +111,7 @@ type then struct {
 	acq  acqOp // CmdAcquire
 	rel  relOp // CmdRelease
 	exp  expOp // CmdExpire
+	ext  extOp // CmdExtend
 }
 
 // expOp is an expiry being decided.
@@ -133,6 +134,8 @@ func (n *Node) applied(key []byte, t then, r fsm.Result, err error, now int64) {
 		n.released(key, t.rel, r, err, now)
 	case fsm.CmdExpire:
 		n.expired(t.exp, r, err, now)
+	case fsm.CmdExtend:
+		n.extendedResult(key, t.ext, r, err, now)
 	}
 	// A result may have given the view an earlier deadline (a grant, a holder re-armed):
 	// make sure the leader's expiry timer is set for it.

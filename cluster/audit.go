@@ -9,11 +9,11 @@ import (
 // The audit trail: with Config.Audit set, every grant, release, expiry and forced release
 // the deciding node learns the outcome of is one structured line on that logger, at INFO:
 //
-//	event   grant, release, expire or force_release
+//	event   grant, extend, release, expire or force_release
 //	key     the key
 //	token   the fencing token granted, released or expired
-//	lease   the lease granted, in seconds (grant)
-//	result  granted, released, not_held, expired, or the wire reason of an error
+//	lease   the lease granted, in seconds (grant), or the new lease (extend)
+//	result  granted, extended, released, not_held, expired, or the wire reason of an error
 //	from    where the request came from: the client's address, "peer ADDR" for one a
 //	        follower forwarded (the follower's peer address), "operator" for a forced
 //	        release, "leader" for an expiry
@@ -29,6 +29,10 @@ func (a auditor) on() bool { return a.log != nil }
 
 func (a auditor) grant(key []byte, tok fsm.Token, lease uint16, from string) {
 	a.log.Info("grant", "event", "grant", "key", string(key), "token", uint64(tok), "lease", lease, "result", "granted", "from", from)
+}
+
+func (a auditor) extend(key []byte, tok fsm.Token, lease uint16, from string) {
+	a.log.Info("extend", "event", "extend", "key", string(key), "token", uint64(tok), "lease", lease, "result", "extended", "from", from)
 }
 
 func (a auditor) release(event string, key []byte, tok fsm.Token, result, from string) {

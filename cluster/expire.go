@@ -199,7 +199,10 @@ func (n *Node) proposeExpire(h expiry.Entry, now int64, lane bool) {
 	if lane {
 		n.lane.inflight++
 	}
-	n.ap.apply(fsm.Command{Kind: fsm.CmdExpire, Key: []byte(op.key), Token: op.token}, then{kind: fsm.CmdExpire, exp: op})
+	// The Expire names the extension count of the lease that ended: if an extend of the
+	// same token applies first, the table keeps the holder (Stale) and the view resyncs.
+	cmd := fsm.Command{Kind: fsm.CmdExpire, Key: []byte(op.key), Token: op.token, Extensions: n.view.extOf(h.Key)}
+	n.ap.apply(cmd, then{kind: fsm.CmdExpire, exp: op})
 	n.view.held.Park(h.Key, uint64(op.token)) // unless it is gone already
 	n.grantNext(h.Key, now)
 }
@@ -211,8 +214,9 @@ func (n *Node) expired(op expOp, r fsm.Result, err error, now int64) {
 	case err != nil:
 		if mine {
 			// Not applied, or not known to be: look again shortly. A lock is never freed
-			// before its lease ended, only later.
+			// before its lease ended, only later. The lease stays over: no extend revives it.
 			n.view.held.Arm(op.key, now+int64(retryExpire))
+			n.view.ended(op.key)
 		}
 	case r.Kind == fsm.Expired:
 		n.m.expired.Inc()

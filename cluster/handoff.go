@@ -52,7 +52,7 @@ func (n *Node) grantNext(name string, now int64) {
 			ks.q = nil
 		}
 		w.proposed, ks.granting = true, true
-		n.proposeAcquire([]byte(ks.key), acqOp{c: w.c, owner: w.owner, lease: w.lease, readAt: w.readAt, epoch: n.epoch, w: w})
+		n.proposeAcquire([]byte(ks.key), acqOp{c: w.c, owner: w.owner, lease: w.lease, readAt: w.readAt, epoch: n.epoch, w: w}, now)
 		return
 	}
 }

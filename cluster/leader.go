@@ -23,7 +23,7 @@ func (n *Node) Lead() {
 			n.last = lt
 		}
 		t.Range(func(key string, h fsm.Holder) bool {
-			n.view.hold(key, h.Token, h.Lease, now)
+			n.view.hold(key, h.Token, h.Lease, h.Extensions, now)
 			return true
 		})
 	})

@@ -19,6 +19,7 @@ type Metrics struct {
 
 	acqAcquired, acqTimeout, acqBusy, acqUnavailable, acqExhausted prometheus.Counter
 	relReleased, relNotHeld                                        prometheus.Counter
+	extExtended, extNotHeld, extUnsupported                        prometheus.Counter
 	busyPending, busyKeys, busyWaiters                             prometheus.Counter
 	expired, waitCancelled                                         prometheus.Counter
 	errs                                                           map[wire.Reason]prometheus.Counter
@@ -40,6 +41,7 @@ var refusals = map[wire.Reason]bool{
 	wire.ReasonIndeterminate:  true,
 	wire.ReasonTokenExhausted: true,
 	wire.ReasonInternal:       true,
+	wire.ReasonUnsupported:    true,
 }
 
 // NewMetrics creates the collectors in a fresh registry, with Go runtime and process
@@ -55,6 +57,10 @@ func NewMetrics() *Metrics {
 		Name: "latch_releases_total",
 		Help: "Release requests answered, by result (released, not_held).",
 	}, []string{"result"})
+	ext := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "latch_extends_total",
+		Help: "Extend requests (revision 2) answered, by result (extended, not_held, unsupported).",
+	}, []string{"result"})
 	busy := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "latch_admission_refusals_total",
 		Help: "Acquires answered B, by the admission gate that refused them (pending, keys, waiters).",
@@ -65,7 +71,7 @@ func NewMetrics() *Metrics {
 	}, []string{"reason"})
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "latch_requests_refused_total",
-		Help: "E responses refusing a well-formed request (unavailable, indeterminate, token_exhausted, internal), by reason.",
+		Help: "E responses refusing a well-formed request (unavailable, indeterminate, token_exhausted, internal, unsupported), by reason.",
 	}, []string{"reason"})
 	m := &Metrics{
 		Registry:       reg,
@@ -76,6 +82,9 @@ func NewMetrics() *Metrics {
 		acqExhausted:   acq.WithLabelValues("token_exhausted"),
 		relReleased:    rel.WithLabelValues("released"),
 		relNotHeld:     rel.WithLabelValues("not_held"),
+		extExtended:    ext.WithLabelValues("extended"),
+		extNotHeld:     ext.WithLabelValues("not_held"),
+		extUnsupported: ext.WithLabelValues("unsupported"),
 		busyPending:    busy.WithLabelValues("pending"),
 		busyKeys:       busy.WithLabelValues("keys"),
 		busyWaiters:    busy.WithLabelValues("waiters"),
@@ -107,6 +116,8 @@ func NewMetrics() *Metrics {
 			Help: "Client connections answered E unavailable and closed at accept: connection limit reached, or no file descriptor left.",
 		}),
 	}
+	// unsupported is revision 2's reason (an extend this cluster cannot apply): a refusal.
+	m.errs[wire.ReasonUnsupported] = refused.WithLabelValues(string(wire.ReasonUnsupported))
 	for _, r := range wire.Reasons {
 		if refusals[r] {
 			m.errs[r] = refused.WithLabelValues(string(r))
@@ -114,7 +125,7 @@ func NewMetrics() *Metrics {
 			m.errs[r] = fe.WithLabelValues(string(r))
 		}
 	}
-	reg.MustRegister(acq, rel, busy, fe, refused, m.expired, m.waitCancelled, m.grantLatency, m.releaseLatency,
+	reg.MustRegister(acq, rel, ext, busy, fe, refused, m.expired, m.waitCancelled, m.grantLatency, m.releaseLatency,
 		m.Connections, m.ConnsRefused)
 	return m
 }

@@ -423,5 +423,10 @@ func (v *view) check() error {
 	if bare != v.bare {
 		return fmt.Errorf("bare is %d, %d key states have no holder", v.bare, bare)
 	}
+	for k := range v.extra {
+		if _, ok := v.held.Lookup(k); !ok {
+			return fmt.Errorf("extra kept for %q, which has no holder", k)
+		}
+	}
 	return nil
 }

@@ -34,16 +34,52 @@ type keyState struct {
 // whose release is in the log the table may already show the next holder (or none) while
 // the view still times the lease it granted, and an expiry must name that token.
 type view struct {
-	held expiry.Heap
-	keys map[string]*keyState
-	bare int // keys in keys without a holder in held
+	held  expiry.Heap
+	keys  map[string]*keyState
+	extra map[string]holdExtra // the few holders that have one (see holdExtra)
+	bare  int                  // keys in keys without a holder in held
+}
+
+// holdExtra is what the view knows of a holder besides its heap entry, kept only for a holder
+// that has been extended or whose lease ended with its expiry still to be retried (revision
+// 2), so that the common holder costs nothing more.
+type holdExtra struct {
+	// ext is the holder's extension count (fsm.Holder.Extensions): every Expire of it must
+	// carry it, so that an expiry made for a lease before an extend frees nothing after it.
+	ext uint32
+	// over: the lease ended on this node's clock, and the expiry that frees it failed and is
+	// retried. The heap's deadline is then the retry's, not the lease's: an extend must not
+	// judge the lease by it.
+	over bool
 }
 
 // reset empties the view (at a leadership change).
 func (v *view) reset() {
 	v.held = expiry.NewHeap()
 	v.keys = make(map[string]*keyState)
+	v.extra = make(map[string]holdExtra)
 	v.bare = 0
+}
+
+// extOf is the extension count of key's holder in the view.
+func (v *view) extOf(key string) uint32 { return v.extra[key].ext }
+
+// over reports whether the lease of key's holder is known to have ended (its expiry is being
+// retried), whatever the heap's deadline says.
+func (v *view) over(key string) bool { return v.extra[key].over }
+
+// ended marks the lease of key's holder over: its expiry failed and will be retried.
+func (v *view) ended(key string) {
+	x := v.extra[key]
+	x.over = true
+	v.extra[key] = x
+}
+
+// extended records that key's holder tok has the extension count ext and a lease that now
+// ends at deadline (it stays parked if it was: a release of it may be in flight).
+func (v *view) extended(key string, tok fsm.Token, ext uint32, deadline int64) {
+	v.held.Retime(key, uint64(tok), deadline)
+	v.extra[key] = holdExtra{ext: ext}
 }
 
 // len is the number of keys in the view.
@@ -52,9 +88,16 @@ func (v *view) len() int { return v.held.Len() + v.bare }
 // hold makes tok the holder of key with its lease counted in full from now. It is the one way
 // a holder enters the view: a grant, a holder the view missed, a correction from the log, and
 // every holder at a new leader's start. key should be the table's own string.
-func (v *view) hold(key string, tok fsm.Token, lease uint16, now int64) {
+//
+// ext is the holder's extension count in the table (0 for a fresh grant).
+func (v *view) hold(key string, tok fsm.Token, lease uint16, ext uint32, now int64) {
 	if v.held.Set(key, uint64(tok), now+int64(lease)*int64(time.Second)) && v.keys[key] != nil {
 		v.bare--
+	}
+	if ext != 0 {
+		v.extra[key] = holdExtra{ext: ext}
+	} else if len(v.extra) != 0 {
+		delete(v.extra, key)
 	}
 }
 
@@ -62,6 +105,9 @@ func (v *view) hold(key string, tok fsm.Token, lease uint16, now int64) {
 func (v *view) drop(key string) {
 	if v.held.Remove(key) && v.keys[key] != nil {
 		v.bare++
+	}
+	if len(v.extra) != 0 {
+		delete(v.extra, key)
 	}
 }
 
@@ -117,7 +163,7 @@ func (n *Node) resync(h expiry.Entry, lh fsm.Holder, now int64) {
 		n.holderGone(h.Key, now)
 		return
 	}
-	n.view.hold(h.Key, lh.Token, lh.Lease, now)
+	n.view.hold(h.Key, lh.Token, lh.Lease, lh.Extensions, now)
 	if lh.Token > n.last {
 		n.last = lh.Token
 	}

@@ -177,6 +177,15 @@ func (h *Heap) Arm(key string, deadline int64) {
 	}
 }
 
+// Retime gives key's holder deadline if its token is tok, and leaves it parked or armed as
+// it was: an extended lease, whose holder may have a release in flight.
+func (h *Heap) Retime(key string, tok uint64, deadline int64) {
+	if p := h.find(key); p >= 0 && h.heap[p].Token() == tok {
+		h.heap[p].Deadline = deadline
+		h.fix(p)
+	}
+}
+
 // Remove forgets key's holder, and reports whether it had one.
 func (h *Heap) Remove(key string) bool {
 	p := h.find(key)

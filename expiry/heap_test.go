@@ -149,6 +149,36 @@ func TestHeapNext(t *testing.T) {
 	}
 }
 
+// Retime moves a holder's deadline and keeps it parked or armed; another token's holder is
+// left alone.
+func TestHeapRetime(t *testing.T) {
+	h := NewHeap()
+	h.Set("a", 1, 30)
+	h.Set("b", 2, 10)
+	h.Retime("b", 2, 50)
+	if d, ok := h.Next(); !ok || d != 30 {
+		t.Fatalf("Next after b moved to 50: %d %v, want 30 (a)", d, ok)
+	}
+	if e, ok := h.Peek(60); !ok || e.Key != "a" {
+		t.Fatalf("Peek(60) = %+v %v, want a first", e, ok)
+	}
+	h.Retime("a", 9, 100) // not a's token: nothing changes
+	if e, _ := h.Lookup("a"); e.Deadline != 30 {
+		t.Fatalf("a retimed by another token: deadline %d", e.Deadline)
+	}
+	h.Park("a", 1)
+	h.Retime("a", 1, 5)
+	if e, _ := h.Lookup("a"); !e.Parked() || e.Deadline != 5 {
+		t.Fatalf("retimed parked a = %+v, want parked with deadline 5", e)
+	}
+	if _, ok := h.Peek(1000); !ok {
+		t.Fatal("b is due at 1000")
+	}
+	if e, _ := h.Peek(1000); e.Key != "b" {
+		t.Fatalf("a parked holder came due: %+v", e)
+	}
+}
+
 func TestHeapEachVisitsEveryHolderOnce(t *testing.T) {
 	h := NewHeap()
 	for i := range 1000 {

@@ -16,7 +16,7 @@ func (ss *session) handle(r *wire.Request, readAt time.Time) wire.Reason {
 		return ss.proof(r)
 	}
 	switch r.Op {
-	case wire.OpAcquire, wire.OpRelease, wire.OpPing:
+	case wire.OpAcquire, wire.OpRelease, wire.OpPing, wire.OpExtend: // L: only decoded with FlagLeases
 	default: // H or V after the handshake
 		return wire.ReasonBadRequest
 	}
@@ -34,6 +34,8 @@ func (ss *session) handle(r *wire.Request, readAt time.Time) wire.Reason {
 		ss.srv.node.Acquire(ss.conn, r.Owner, r.Key, r.Wait, r.Lease, readAt)
 	case wire.OpRelease:
 		ss.srv.node.Release(ss.conn, r.Owner, r.Key, r.Token)
+	case wire.OpExtend:
+		ss.srv.node.Extend(ss.conn, r.Owner, r.Key, r.Token, r.Lease)
 	case wire.OpPing:
 		ss.Reply(wire.Response{Op: wire.OpPing, Owner: r.Owner})
 	}
@@ -63,7 +65,7 @@ func (ss *session) handshakeFrame(r *wire.Request, want wire.Op) wire.Reason {
 	switch r.Op {
 	case want:
 		return ""
-	case wire.OpAcquire, wire.OpRelease, wire.OpPing:
+	case wire.OpAcquire, wire.OpRelease, wire.OpPing, wire.OpExtend:
 		ss.lastOwner = r.Owner
 		return wire.ReasonAuthRequired
 	}
@@ -84,9 +86,13 @@ func (ss *session) hello(r *wire.Request) wire.Reason {
 		return wire.ReasonInternal
 	}
 	ss.nonce, ss.sn = r.Hello.Nonce, sn
-	h := wire.Response{Op: wire.OpHello, Hello: wire.Hello{Version: wire.Version, Nonce: sn}}
+	// The client's offers that this node serves now are in force from the next frame on
+	// (docs/protocol.md section 4); every other client bit is ignored, as latch/1 says.
+	echo := wire.EchoFlags(r.Hello.Flags, ss.srv.node.Revisions())
+	ss.setRevisions(echo)
+	h := wire.Response{Op: wire.OpHello, Hello: wire.Hello{Version: wire.Version, Flags: echo, Nonce: sn}}
 	if len(ss.srv.cfg.Secrets) > 0 {
-		h.Hello.Flags = wire.FlagAuthRequired
+		h.Hello.Flags |= wire.FlagAuthRequired
 		ss.state = awaitProof
 	} else {
 		if !ss.srv.hs.done(ss) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/ratelog"
+	"github.com/latchd/latch/wire"
 )
 
 // Server accepts client connections and runs one session per connection against a node.
@@ -167,7 +168,7 @@ func (s *Server) admit(nc net.Conn) {
 				"remote", victim.nc.RemoteAddr().String(), "max_conns", s.cfg.MaxConns, "max_handshakes", s.cfg.maxHandshakes(), "suppressed", n)
 		}
 	}
-	s.start(nc, false)
+	s.start(nc, false, 0)
 }
 
 // ServePeer serves one connection from the forward channel of the peer port: a follower's
@@ -176,8 +177,13 @@ func (s *Server) admit(nc net.Conn) {
 // waiters, coalesced replies, progress timeout, write stall). Peer sessions do not count
 // against MaxConns or the connections gauge; Shutdown ends them like client sessions.
 // ServePeer returns at once; after Shutdown it closes nc and returns ErrServerClosed.
-func (s *Server) ServePeer(nc net.Conn) error {
-	if !s.start(nc, true) {
+func (s *Server) ServePeer(nc net.Conn) error { return s.ServePeerFlags(nc, 0) }
+
+// ServePeerFlags is ServePeer for a forward link that carries the protocol revisions revs
+// (wire.FlagLeases: the follower forwards extends, and grants are answered G with their
+// age; 0: latch/1, as ServePeer). The peer port's channel decided revs; there is no hello.
+func (s *Server) ServePeerFlags(nc net.Conn, revs uint8) error {
+	if !s.start(nc, true, revs&wire.OfferFlags) {
 		return ErrServerClosed
 	}
 	return nil
@@ -196,8 +202,8 @@ func (s *Server) refuse(nc net.Conn) {
 
 // start runs a session for nc, unless the server is shutting down (then nc is closed and
 // start reports false). A peer session is not counted as a client connection.
-func (s *Server) start(nc net.Conn, peer bool) bool {
-	ss := newSession(s, nc, peer)
+func (s *Server) start(nc net.Conn, peer bool, revs uint8) bool {
+	ss := newSession(s, nc, peer, revs)
 	s.mu.Lock()
 	// While the server drains, forwarded connections are still taken (their requests are
 	// answered by the draining node); client connections are not.

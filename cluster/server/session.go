@@ -38,7 +38,12 @@ type session struct {
 	state state
 	// peer is set for a connection from ServePeer: requests forwarded by a follower over an
 	// authenticated peer link. It starts ready (no handshake) and never forwards again.
-	peer  bool
+	peer bool
+	// revs are the protocol revisions in force on the connection (wire.FlagLeases or 0): set
+	// by the hello (wire.EchoFlags), or by ServePeerFlags for a forward link. The reader
+	// sets it before any frame that depends on it is decoded or answered, and the writer
+	// reads it (atomic: the writer may run while the hello is answered).
+	revs  atomic.Uint32
 	nonce [wire.NonceSize]byte // the client's hello nonce
 	sn    [wire.NonceSize]byte // ours
 	// lastOwner is the owner of the request frame that ended the handshake early.
@@ -61,7 +66,7 @@ type session struct {
 	done    chan struct{}
 }
 
-func newSession(srv *Server, nc net.Conn, peer bool) *session {
+func newSession(srv *Server, nc net.Conn, peer bool, revs uint8) *session {
 	ss := &session{
 		srv:     srv,
 		nc:      nc,
@@ -75,6 +80,7 @@ func newSession(srv *Server, nc net.Conn, peer bool) *session {
 	}
 	if peer {
 		ss.state = ready
+		ss.setRevisions(revs)
 	} else {
 		ss.hs.at = time.Now()
 	}
@@ -152,12 +158,34 @@ func (ss *session) flush() error {
 	}
 }
 
+// setRevisions puts revs in force on the connection: the decoder accepts their frames from
+// the next one on, and the writer encodes for them.
+func (ss *session) setRevisions(revs uint8) {
+	ss.dec.SetFlags(revs)
+	ss.revs.Store(uint32(revs))
+}
+
+// leases reports whether revision 2 (grant age, extend) is in force on the connection.
+func (ss *session) leases() bool { return ss.revs.Load()&wire.FlagLeases != 0 }
+
 func (ss *session) write(batch []wire.Response) error {
+	leases := ss.leases()
 	for len(batch) > 0 {
 		k := min(len(batch), wire.ReplyBatch)
 		b := ss.wbuf[:0]
 		for i := range batch[:k] {
-			b = wire.AppendResponse(b, &batch[i])
+			r := &batch[i]
+			// A grant is G (with its age) on a revised connection and A on a latch/1 one,
+			// whichever the node or the forward link handed over: G, L and unsupported never
+			// reach a latch/1 client, whose requests cannot ask for them.
+			if r.Op == wire.OpAcquire || r.Op == wire.OpGranted {
+				if leases {
+					r.Op = wire.OpGranted
+				} else {
+					r.Op, r.Age = wire.OpAcquire, 0
+				}
+			}
+			b = wire.AppendResponse(b, r)
 		}
 		ss.wbuf = b
 		batch = batch[k:]

@@ -57,6 +57,10 @@ func DialErr(addr string) (*Conn, error) {
 	return &Conn{nc: nc.(*net.TCPConn), dec: wire.NewResponseDecoder(), buf: make([]byte, 64<<10)}, nil
 }
 
+// SetFlags switches the connection's response decoder to the revisions flags (what
+// wire.AcceptFlags gave for the server's hello): with wire.FlagLeases it reads G and L.
+func (c *Conn) SetFlags(flags uint8) { c.dec.SetFlags(flags) }
+
 // NetConn is the underlying TCP connection, for tests that need socket options, half
 // closes or writes that bypass the helpers.
 func (c *Conn) NetConn() *net.TCPConn { return c.nc }

@@ -32,6 +32,18 @@ func Release(owner, token uint64, key string) []byte {
 	return append(b, '\n')
 }
 
+// Extend is revision 2's L request: owner u64, token u64, lease u16, key, LF. Only a
+// connection whose hellos negotiated wire.FlagLeases carries it.
+func Extend(owner, token uint64, lease uint16, key string) []byte {
+	b := make([]byte, 0, 1+18+len(key)+1)
+	b = append(b, byte(wire.OpExtend))
+	b = binary.BigEndian.AppendUint64(b, owner)
+	b = binary.BigEndian.AppendUint64(b, token)
+	b = binary.BigEndian.AppendUint16(b, lease)
+	b = append(b, key...)
+	return append(b, '\n')
+}
+
 // Ping is the P request: owner u64, LF.
 func Ping(owner uint64) []byte {
 	b := make([]byte, 0, 1+8+1)
