@@ -18,6 +18,7 @@ import (
 	"github.com/latchd/latch/cluster/peer"
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/cluster/server"
+	"github.com/latchd/latch/wire"
 )
 
 // Member is a running cluster-mode member: the lock node, its raft node, the peer port,
@@ -88,7 +89,8 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, err
 	}
 	registerRaftMetrics(m.cfg.Node.Metrics.Registry, m.raft)
-	go m.serveForwarded()
+	go m.serveForwarded(peer.ChannelForward, 0)
+	go m.serveForwarded(peer.ChannelForwardLeases, wire.FlagLeases)
 	go m.node.Run()
 	if cfg.Join != "" && !bootstrap {
 		m.startJoin()
@@ -146,11 +148,17 @@ func (m *Member) openRaft(stream *peer.StreamLayer, dir string, adapter *raftAda
 
 // forwarding builds the follower side (a link to the leader's forward channel, pointed at
 // raft's leader by leaderAt) and the client-protocol server that routes through it; the
-// leader side (serveForwarded) serves forwarded connections as sessions of that server.
+// leader side (serveForwarded) serves forwarded connections as sessions of that server. The
+// link dials the forward channel of revision 2 and, when the leader's peer port refuses it
+// (a latch without the revision), the latch/1 one: each connection speaks what it got.
 func (m *Member) forwarding() error {
 	fcfg := m.cfg.Forward
-	fcfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
-		return m.mux.Dial(ctx, addr, peer.ChannelForward)
+	fcfg.Dial = func(ctx context.Context, addr string) (net.Conn, uint8, error) {
+		nc, ch, err := m.mux.DialFallback(ctx, addr, peer.ChannelForwardLeases, peer.ChannelForward)
+		if ch == peer.ChannelForwardLeases {
+			return nc, wire.FlagLeases, err
+		}
+		return nc, 0, err
 	}
 	fcfg.Now, fcfg.Logger = m.node.Now, m.log.Named("forward")
 	link, err := forward.NewLink(fcfg)
@@ -168,16 +176,17 @@ func (m *Member) forwarding() error {
 	return nil
 }
 
-// serveForwarded runs every connection of the peer port's forward channel as a session of
-// the server (no handshake: the peer port authenticated it).
-func (m *Member) serveForwarded() {
-	ln := m.mux.Listener(peer.ChannelForward)
+// serveForwarded runs every connection of the peer port's forward channel ch as a session of
+// the server that speaks the protocol revisions revs (no handshake: the peer port
+// authenticated it, and the channel says the revision).
+func (m *Member) serveForwarded(ch byte, revs uint8) {
+	ln := m.mux.Listener(ch)
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		if m.srv.ServePeer(nc) != nil {
+		if m.srv.ServePeerFlags(nc, revs) != nil {
 			return
 		}
 	}
