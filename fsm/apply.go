@@ -48,10 +48,14 @@ const (
 	// nothing changed, its lease runs on as it was. Holder is the holder.
 	// To go on, release and acquire again, for a new token.
 	ExtendLimit
+	// Enabled: an Enable was applied. Features is the table's feature set
+	// afterwards: the bits it had, and the command's (enabling a bit
+	// already on changes nothing and answers Enabled too).
+	Enabled
 )
 
 // lastResultKind is the highest ResultKind, for tests that walk them all.
-const lastResultKind = ExtendLimit
+const lastResultKind = Enabled
 
 var resultKindNames = [...]string{
 	Granted:     "granted",
@@ -65,6 +69,7 @@ var resultKindNames = [...]string{
 	Invalid:     "invalid",
 	Extended:    "extended",
 	ExtendLimit: "extend_limit",
+	Enabled:     "enabled",
 }
 
 func (k ResultKind) String() string {
@@ -77,10 +82,11 @@ func (k ResultKind) String() string {
 // Result is the outcome of one command; ResultKind says which fields are
 // set.
 type Result struct {
-	Kind   ResultKind
-	Token  Token  // Granted: the new token; Floored: the last token afterwards
-	Holder Holder // Granted, Extended: the new holder; Held, NotHeld, Stale, ExtendLimit: the current one; Released, Expired: the freed one
-	Key    string // Granted, Extended: the key as the table stores it
+	Kind     ResultKind
+	Features Features // Enabled: the feature set afterwards (in padding after Kind: Result stays 48 bytes)
+	Token    Token    // Granted: the new token; Floored: the last token afterwards
+	Holder   Holder   // Granted, Extended: the new holder; Held, NotHeld, Stale, ExtendLimit: the current one; Released, Expired: the freed one
+	Key      string   // Granted, Extended: the key as the table stores it
 }
 
 // ApplyCommand is the single deterministic transition of the lock table:
@@ -99,6 +105,8 @@ type Result struct {
 //	         one more extension (the token counter does not move, so an
 //	         exhausted counter does not stop an Extend)
 //	Floor    Floored, with the counter raised to at least Token
+//	Enable   Enabled, with Features ORed into the feature set (never a
+//	         bit turned off)
 //
 // It reads no clock and no random source and does not allocate, except the
 // key string of a grant or an extension.
@@ -140,6 +148,9 @@ func (t *Table) ApplyCommand(c Command) Result {
 		default: // ErrNotHeld, the only other error of Extend
 			return Result{Kind: NotHeld, Holder: h}
 		}
+	case CmdEnable:
+		t.features |= c.Features // Validate admitted known bits only
+		return Result{Kind: Enabled, Features: t.features}
 	default: // CmdFloor; Validate admitted nothing else
 		last, _ := t.RaiseFloor(c.Token) // Validate checked the range
 		return Result{Kind: Floored, Token: last}

@@ -17,6 +17,10 @@ type SnapshotInfo struct {
 	Index     uint64 `json:"index"`      // the raft index the state reflects
 	LastToken Token  `json:"last_token"` // the last fencing token issued
 	Keys      int    `json:"keys"`       // held keys
+	// Features are the cluster-wide feature bits turned on (a number: bit 0
+	// is FeatureLeases); 0, and left out of JSON, for a snapshot written
+	// before any was, so that such a description reads as it always did.
+	Features Features `json:"features,omitempty"`
 }
 
 // Backup writes the current state to w in the snapshot format. It copies
@@ -31,7 +35,7 @@ func (f *FSM) Backup(w io.Writer) (SnapshotInfo, error) {
 	}
 	c := f.table.copyState(f.applied.Load())
 	f.mu.RUnlock()
-	info := SnapshotInfo{Index: c.index, LastToken: c.last, Keys: len(c.entries)}
+	info := SnapshotInfo{Index: c.index, LastToken: c.last, Keys: len(c.entries), Features: c.features}
 	return info, c.write(w)
 }
 
@@ -41,7 +45,7 @@ func InspectSnapshot(r io.Reader) (SnapshotInfo, error) {
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	return SnapshotInfo{Index: index, LastToken: t.LastToken(), Keys: t.Len()}, nil
+	return infoOf(t, index), nil
 }
 
 // ParsedBackup is a backup read and verified once (ReadBackup), held as a
@@ -58,12 +62,12 @@ func ReadBackup(data []byte) (*ParsedBackup, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ParsedBackup{t: t, Info: SnapshotInfo{Index: index, LastToken: t.LastToken(), Keys: t.Len()}, size: len(data)}, nil
+	return &ParsedBackup{t: t, Info: infoOf(t, index), size: len(data)}, nil
 }
 
 // WithFloor returns the backup rewritten with its counter raised to at least
 // floor (never lowered) and its index set to index, with a description of
-// the result. The held keys are unchanged. This is how a restore takes
+// the result. The held keys and the features are unchanged. This is how a restore takes
 // --token-floor: the floor is part of the restored state itself, so no
 // grant can slip in between the restore and a separate floor command. The
 // raise stays in b: a later call with a lower floor keeps the higher one.
@@ -76,7 +80,11 @@ func (b *ParsedBackup) WithFloor(floor Token, index uint64) ([]byte, SnapshotInf
 	if err := WriteSnapshot(&buf, b.t, index); err != nil {
 		return nil, SnapshotInfo{}, err
 	}
-	return buf.Bytes(), SnapshotInfo{Index: index, LastToken: b.t.LastToken(), Keys: b.t.Len()}, nil
+	return buf.Bytes(), infoOf(b.t, index), nil
+}
+
+func infoOf(t *Table, index uint64) SnapshotInfo {
+	return SnapshotInfo{Index: index, LastToken: t.LastToken(), Keys: t.Len(), Features: t.Features()}
 }
 
 // IsBackupError reports whether err says a backup is not a usable latch

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -88,5 +89,85 @@ func TestBackupWithFloor(t *testing.T) {
 	}
 	if IsBackupError(ErrFloorRange) {
 		t.Fatal("IsBackupError(ErrFloorRange) = true")
+	}
+}
+
+// A backup carries the features: Backup, InspectSnapshot, ReadBackup and
+// WithFloor describe and keep them, and a restore of it turns them on.
+func TestBackupCarriesFeatures(t *testing.T) {
+	f := newFSM(t, 0)
+	if err := restore(t, f, writeSnap(t, enabled(t, smallTable(t), FeatureLeases), 12)); err != nil {
+		t.Fatal(err)
+	}
+	if f.Features() != FeatureLeases {
+		t.Fatalf("restored features %v", f.Features())
+	}
+	var buf bytes.Buffer
+	info, err := f.Backup(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := SnapshotInfo{Index: 12, LastToken: 901, Keys: 5, Features: FeatureLeases}
+	if info != want || buf.Bytes()[8] != snapshotV3 || !bytes.Equal(buf.Bytes(), persist(t, f)) {
+		t.Fatalf("backup %+v, version %d; want %+v, version 3, raft's snapshot bytes", info, buf.Bytes()[8], want)
+	}
+	if got, err := InspectSnapshot(bytes.NewReader(buf.Bytes())); err != nil || got != want {
+		t.Fatalf("InspectSnapshot = %+v, %v", got, err)
+	}
+	b, err := ReadBackup(buf.Bytes())
+	if err != nil || b.Info != want {
+		t.Fatalf("ReadBackup: %+v, %v", b, err)
+	}
+	out, outInfo, err := b.WithFloor(5000, 70)
+	if err != nil || outInfo != (SnapshotInfo{Index: 70, LastToken: 5000, Keys: 5, Features: FeatureLeases}) || out[8] != snapshotV3 {
+		t.Fatalf("WithFloor: %+v, version %d, %v", outInfo, out[8], err)
+	}
+	g := newFSM(t, 0)
+	if err := restore(t, g, out); err != nil || g.Features() != FeatureLeases || g.LastToken() != 5000 {
+		t.Fatalf("restore of the floored backup: features %v, last %d, %v", g.Features(), g.LastToken(), err)
+	}
+}
+
+// goldenSnapshot returns the snapshot a golden log file ends with.
+func goldenSnapshot(t *testing.T, name string) []byte {
+	t.Helper()
+	lines := goldenLines(t, name)
+	last, ok := strings.CutPrefix(lines[len(lines)-1], "snapshot ")
+	if !ok {
+		t.Fatalf("%s does not end with a snapshot", name)
+	}
+	return goldenHex(t, last)
+}
+
+// A snapshot or backup written before features existed (version 1 by commit
+// 28a4f08, version 2 by commit 04b0080) restores with features 0, even over
+// a state that had them (a restore replaces), and WithFloor writes it back
+// in its own version, byte for byte.
+func TestOlderBackupsRestoreWithoutFeatures(t *testing.T) {
+	for _, name := range []string{"log_v1.txt", "log_v2.txt"} {
+		t.Run(name, func(t *testing.T) {
+			old := goldenSnapshot(t, name)
+			f := newFSM(t, 0)
+			if err := restore(t, f, writeSnap(t, enabled(t, newTable(t, 0), FeatureLeases), 3)); err != nil || f.Features() != FeatureLeases {
+				t.Fatalf("setup: features %v, %v", f.Features(), err)
+			}
+			if err := restore(t, f, old); err != nil {
+				t.Fatal(err)
+			}
+			if f.Features() != 0 {
+				t.Fatalf("restored the version %d snapshot with features %v", old[8], f.Features())
+			}
+			b, err := ReadBackup(old)
+			if err != nil || b.Info.Features != 0 {
+				t.Fatalf("ReadBackup: %+v, %v", b, err)
+			}
+			again, info, err := b.WithFloor(0, b.Info.Index)
+			if err != nil || info != b.Info || !bytes.Equal(again, old) {
+				t.Fatalf("WithFloor(0) = version %d, %+v, %v; want the backup as it was", again[8], info, err)
+			}
+			if got := persist(t, f); !bytes.Equal(got, old) {
+				t.Fatalf("the restored state writes version %d, not the version %d snapshot it came from", got[8], old[8])
+			}
+		})
 	}
 }

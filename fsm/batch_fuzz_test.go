@@ -19,6 +19,8 @@ func FuzzDecodeBatch(f *testing.F) {
 		{flr(1000), acq("a", 1), acq("a", 1), rel("a", 1001), rel("a", 1001)},
 		{acq("k", 1), extend("k", 1, 30), expN("k", 1, 0), expN("k", 1, 1), extend("k", 1, 0)},
 		{expN(string(key128), MaxToken, MaxExtensions), {Kind: CmdExtend, Key: key255, Token: 1<<64 - 1, Lease: 65535}},
+		{enable(FeatureLeases)},
+		{acq("k", 1), enable(0), extend("k", 1, 30), enable(FeatureLeases), flr(3)},
 	}
 	for _, s := range seeds {
 		b, err := AppendBatch(nil, s)
@@ -33,6 +35,9 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 0, 1, 5, 1, 'k', 0, 0, 0, 0, 0, 0, 0, 1, 0, 1})       // an extend in version 1
 	f.Add([]byte{2, 0, 0, 0, 1, 3, 1, 'k', 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}) // version 2, count 0 only
 	f.Add([]byte{1, 0, 0, 0, 1, 9})
+	f.Add([]byte{1, 0, 0, 0, 1, 6, 0, 0, 0, 1})    // an enable in version 1
+	f.Add([]byte{2, 0, 0, 0, 1, 6, 0, 0, 0, 2})    // an enable of a bit this latch does not know
+	f.Add([]byte{2, 0, 0, 0, 1, 6, 0xff, 0, 0, 1}) // and of several
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 1, 0, 0, 1})
 
 	f.Fuzz(func(t *testing.T, data []byte) {

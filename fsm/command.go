@@ -28,39 +28,58 @@ import (
 //	Expire  (3): keylen:u8 key token:u64                 10+len(key) bytes
 //	Floor   (4): token:u64                               9 bytes
 //
-// Version 2 adds Extend, and the extension count an Expire was made for:
+// Version 2 adds Extend, the extension count an Expire was made for, and
+// Enable, the cluster-wide feature switch:
 //
 //	Acquire (1), Release (2), Floor (4): as in version 1
 //	Expire  (3): keylen:u8 key token:u64 extensions:u32  14+len(key) bytes
 //	Extend  (5): keylen:u8 key token:u64 lease:u16       12+len(key) bytes
+//	Enable  (6): features:u32                            5 bytes
+//
+// An Enable's features are the bits to turn on (Features), bit 0 first
+// (FeatureLeases = 0x00000001). Like Floor it has no key: it is one
+// word, proposed once in the life of a cluster per feature.
 //
 // A version 1 Expire means extension count 0 (see CmdExpire), so version 1
-// carries every command but an Extend and an Expire for a count other than
-// 0. AppendBatch writes version 1 whenever it carries the whole batch, and
-// version 2 only for a batch that holds such a command: a cluster that never
-// extends writes exactly the bytes latch always wrote, which every latch
-// reads. DecodeBatch accepts exactly what AppendBatch writes: no Extend in
-// version 1, and at least one command version 1 cannot carry in version 2
-// (any other version 2 batch is malformed). Every field has a fixed width,
-// so a command has exactly one encoding in each version, the version is a
-// function of the commands, and a decoded batch re-encodes to the same bytes.
+// carries every command but an Extend, an Enable and an Expire for a count
+// other than 0. AppendBatch writes version 1 whenever it carries the whole
+// batch, and version 2 only for a batch that holds such a command: a
+// cluster that never extends writes exactly the bytes latch always wrote,
+// which every latch reads. DecodeBatch accepts exactly what AppendBatch
+// writes: no Extend or Enable in version 1, and at least one command
+// version 1 cannot carry in version 2 (any other version 2 batch is
+// malformed). Every field has a fixed width, so a command has exactly one
+// encoding in each version, the version is a function of the commands, and
+// a decoded batch re-encodes to the same bytes.
 //
 // The codec is structural only: any key length 0..255, lease, token and
 // count is representable, and whether a command makes sense
 // (Command.Validate) is decided when it is applied, where a bad command
-// yields an Invalid result instead of failing the whole batch.
+// yields an Invalid result instead of failing the whole batch. The one
+// exception is a feature bit this latch does not know: an Enable of one
+// changes the state of every replica that knows it, so a replica that does
+// not cannot apply it as Invalid (it would diverge). DecodeBatch refuses
+// such an entry (ErrBatchVersion), the FSM halts on it, and AppendBatch
+// does not write one (ErrUnencodable). An Enable of no bit at all is
+// merely invalid: every replica answers it Invalid alike.
 //
 // The validation rules (MaxKeyLen, MaxLease, MaxExtensions, token ranges)
 // are part of the log format: every replica, and every replay of an old
 // log, must decide identically. Changing any of them, or any transition in
 // ApplyCommand, needs a new batch version, and every node must run code
-// that knows it before the leader writes it.
+// that knows it before the leader writes it. KnownFeatures may grow without
+// one: a latch that does not know a bit halts on its Enable (see above).
 //
 // Mixed versions: a node that cannot decode an entry halts (FSM.Err)
-// instead of skipping it. A latch that knows only version 1 halts on a
-// version 2 entry, so a leader must not propose Extend, nor an Expire for an
-// extended holder (Command.MinBatchVersion), before every node runs a latch
-// that reads version 2.
+// instead of skipping it. A latch that knows only version 1 (such as commit
+// 653a820, the previous build the cross-build tests run) halts on a
+// version 2 entry, an Enable included, so a leader must
+// not propose Extend, nor an Expire for an extended holder
+// (Command.MinBatchVersion), before every node runs a latch that reads
+// version 2: that is what the Enable of FeatureLeases records, and the
+// leader proposes it only once every member reports support. A latch that
+// reads version 2 but predates Enable (commit 04b0080) decodes kind 6 as
+// malformed and halts too, never skipping the switch.
 
 // Batch format versions. BatchVersion is the newest; DecodeBatch reads
 // every version from 1 to BatchVersion and rejects any other.
@@ -123,6 +142,11 @@ const (
 	// Extensions), which every later Expire of that holder must match.
 	// Batch version 2 only.
 	CmdExtend CommandKind = 5
+	// CmdEnable turns on the feature bits in Features, cluster-wide: it
+	// ORs them into the table's set and never turns a bit off (see
+	// Features). Enabling a bit already on changes nothing. Batch version 2
+	// only; an Enable of a bit this latch does not know does not decode.
+	CmdEnable CommandKind = 6
 )
 
 var commandKindNames = [...]string{
@@ -131,6 +155,7 @@ var commandKindNames = [...]string{
 	CmdExpire:  "expire",
 	CmdFloor:   "floor",
 	CmdExtend:  "extend",
+	CmdEnable:  "enable",
 }
 
 func (k CommandKind) String() string {
@@ -148,11 +173,13 @@ func (k CommandKind) String() string {
 //	CmdExpire   Key, Token, Extensions
 //	CmdExtend   Key, Token, Lease
 //	CmdFloor    Token
+//	CmdEnable   Features
 //
 // A Command returned by DecodeBatch has a Key that aliases the decoded bytes:
 // it must not be modified, and is valid only as long as those bytes are.
 type Command struct {
 	Kind       CommandKind
+	Features   Features // CmdEnable: the bits to turn on (here, in padding after Kind, Command stays 48 bytes)
 	Key        []byte
 	Lease      uint16 // seconds
 	Extensions uint32 // CmdExpire: the holder's extension count the expiry was made for
@@ -160,12 +187,13 @@ type Command struct {
 }
 
 // MinBatchVersion returns the oldest batch format version that carries c:
-// 2 for an Extend or an Expire for an extension count other than 0, else 1.
+// 2 for an Extend, an Enable, or an Expire for an extension count other
+// than 0, else 1.
 // AppendBatch writes a batch in the highest MinBatchVersion of its
 // commands. A leader must not propose a command whose version some node
 // cannot read: that node would halt on the entry.
 func (c Command) MinBatchVersion() byte {
-	if c.Kind == CmdExtend || (c.Kind == CmdExpire && c.Extensions != 0) {
+	if c.Kind == CmdExtend || c.Kind == CmdEnable || (c.Kind == CmdExpire && c.Extensions != 0) {
 		return batchV2
 	}
 	return batchV1
@@ -182,16 +210,21 @@ var (
 	errKeyLong     = fmt.Errorf("%w: key is longer than %d bytes", ErrInvalidCommand, MaxKeyLen)
 	errLease       = fmt.Errorf("%w: lease is outside 1..%d seconds", ErrInvalidCommand, MaxLease)
 	errFloor       = fmt.Errorf("%w: token floor is above %s", ErrInvalidCommand, maxTokenText)
+	errNoFeature   = fmt.Errorf("%w: enable names no feature: it turns on one or more known bits (%v)", ErrInvalidCommand, KnownFeatures)
+	errNewFeature  = fmt.Errorf("%w: enable names a feature this latch does not know (it knows %v): "+
+		"this node is older than the one that wrote the command, upgrade it", ErrInvalidCommand, KnownFeatures)
 )
 
 // Validate reports whether c can be applied, with an error wrapping
 // ErrInvalidCommand if not:
-//   - the kind is one of the five;
+//   - the kind is one of the six;
 //   - Acquire, Release, Expire and Extend: the key is 1..MaxKeyLen bytes
 //     (its contents, UTF-8 and whitespace, are checked at the edge by
 //     package wire, not here);
 //   - Acquire and Extend: the lease is 1..MaxLease seconds;
-//   - Floor: the token is at most MaxToken (0 is valid and changes nothing).
+//   - Floor: the token is at most MaxToken (0 is valid and changes nothing);
+//   - Enable: Features is not 0 and has only bits of KnownFeatures (bits
+//     already on are valid and change nothing).
 //
 // Any token is valid for Release, Expire and Extend, and any extension
 // count for Expire: 0, or a token that never was issued, simply never
@@ -214,6 +247,14 @@ func (c Command) Validate() error {
 			return errFloor
 		}
 		return nil
+	case CmdEnable:
+		switch {
+		case c.Features == 0:
+			return errNoFeature
+		case c.Features&^KnownFeatures != 0:
+			return errNewFeature
+		}
+		return nil
 	}
 	return errUnknownKind
 }
@@ -232,8 +273,9 @@ func checkKey(key []byte) error {
 // FSM halts on either (see FSM.Err).
 var (
 	// ErrBatchVersion: the entry was written in a format version newer than
-	// this node reads.
-	ErrBatchVersion = errors.New("fsm: log entry has an unknown format version: " +
+	// this node reads, or enables a feature bit this node does not know
+	// (see Features): either way a newer latch wrote it.
+	ErrBatchVersion = errors.New("fsm: log entry has a format version or a feature this latch does not know: " +
 		"it was written by a newer latch; upgrade this node to the leader's version")
 	// ErrBatchMalformed: the entry is not a well-formed batch of its version
 	// (empty, version 0, truncated, trailing bytes, a kind that version
@@ -242,8 +284,9 @@ var (
 	// written by something other than AppendBatch.
 	ErrBatchMalformed = errors.New("fsm: malformed log entry")
 	// ErrUnencodable: AppendBatch was given a command it cannot encode (an
-	// unknown kind or a key over 255 bytes). Call Validate on each command
-	// before batching it.
+	// unknown kind, a key over 255 bytes, or an Enable of a feature bit
+	// this latch does not know). Call Validate on each command before
+	// batching it.
 	ErrUnencodable = errors.New("fsm: command cannot be encoded: validate commands before batching them")
 )
 
@@ -253,9 +296,11 @@ var errNeedsV2 = errors.New("fsm: command needs batch version 2")
 
 // AppendBatch appends the encoding of cmds as one batch to b and returns
 // the extended slice: in version 1 if version 1 carries every command (no
-// Extend, and every Expire for extension count 0), else in version 2. It
-// fails only for a command of unknown kind or a key over 255 bytes
-// (ErrUnencodable), and then returns b unchanged; commands that pass
+// Extend, no Enable, and every Expire for extension count 0), else in
+// version 2. It fails only for a command of unknown kind, a key over 255
+// bytes, or an Enable of a feature bit this latch does not know
+// (ErrUnencodable: DecodeBatch would refuse the entry), and then returns b
+// unchanged; commands that pass
 // Validate always encode. It does not validate otherwise: an encodable but
 // invalid command (lease 0, say) is carried and yields Invalid when
 // applied. Fields a kind does not use are not encoded.
@@ -307,6 +352,15 @@ func appendBatch(b []byte, cmds []Command, v byte) ([]byte, error) {
 		case CmdFloor:
 			b = append(b, byte(CmdFloor))
 			b = binary.BigEndian.AppendUint64(b, uint64(c.Token))
+		case CmdEnable:
+			if v == batchV1 {
+				return b[:start], errNeedsV2
+			}
+			if c.Features&^KnownFeatures != 0 {
+				return b[:start], fmt.Errorf("%w: command %d enables %v, which this latch does not know", ErrUnencodable, i, c.Features)
+			}
+			b = append(b, byte(CmdEnable))
+			b = binary.BigEndian.AppendUint32(b, uint32(c.Features))
 		default:
 			return b[:start], fmt.Errorf("%w: command %d has unknown kind %d", ErrUnencodable, i, uint8(c.Kind))
 		}
@@ -317,8 +371,9 @@ func appendBatch(b []byte, cmds []Command, v byte) ([]byte, error) {
 // DecodeBatch decodes one batch, of any version from 1 to BatchVersion, and
 // appends its commands to dst, in order. It is all or nothing: on error it
 // returns dst with its original length and an error wrapping
-// ErrBatchVersion or ErrBatchMalformed. It never panics, whatever data
-// holds.
+// ErrBatchVersion (a newer version, or an Enable of a feature bit this
+// latch does not know) or ErrBatchMalformed. It never panics, whatever
+// data holds.
 //
 // It copies nothing: each Key aliases data, which it never modifies (a raft
 // Log.Data is shared with the log store and must stay read-only). Apart from
@@ -365,12 +420,27 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 		if int(c.Kind) < len(tails) {
 			tail = int(tails[c.Kind])
 		}
-		switch {
-		case tail == 0 && c.Kind == CmdExtend:
-			return drop(dst, n0), fmt.Errorf("%w: command %d at byte %d is an extend, which version 1 does not carry", ErrBatchMalformed, i, off)
-		case tail == 0:
+		if tail == 0 { // not a keyed command of version v: off the hot path
+			switch {
+			case c.Kind == CmdEnable && v == batchV2:
+				if len(p) < 5 {
+					return drop(dst, n0), truncated(i, c.Kind, off)
+				}
+				c.Features = Features(binary.BigEndian.Uint32(p[1:]))
+				if u := c.Features &^ KnownFeatures; u != 0 {
+					return drop(dst, n0), fmt.Errorf("%w: command %d at byte %d enables %v, feature bits this latch does not know (it knows %v)",
+						ErrBatchVersion, i, off, u, KnownFeatures)
+				}
+				dst = append(dst, c)
+				p = p[5:]
+				needsV2 = true
+				continue
+			case c.Kind == CmdExtend || c.Kind == CmdEnable:
+				return drop(dst, n0), fmt.Errorf("%w: command %d at byte %d is an %v, which version 1 does not carry", ErrBatchMalformed, i, off, c.Kind)
+			}
 			return drop(dst, n0), fmt.Errorf("%w: command %d at byte %d has unknown kind %d", ErrBatchMalformed, i, off, p[0])
-		case len(p) < 2:
+		}
+		if len(p) < 2 {
 			return drop(dst, n0), truncated(i, c.Kind, off)
 		}
 		kl := int(p[1])
@@ -401,7 +471,7 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 		return drop(dst, n0), fmt.Errorf("%w: %d trailing bytes after %d commands", ErrBatchMalformed, len(p), count)
 	}
 	if v == batchV2 && !needsV2 {
-		return drop(dst, n0), fmt.Errorf("%w: a version 2 batch of commands version 1 carries (no extend, no expire for a count other than 0)", ErrBatchMalformed)
+		return drop(dst, n0), fmt.Errorf("%w: a version 2 batch of commands version 1 carries (no extend, no enable, no expire for a count other than 0)", ErrBatchMalformed)
 	}
 	return dst, nil
 }

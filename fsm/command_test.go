@@ -14,11 +14,15 @@ var (
 )
 
 func sameCommand(a, b Command) bool {
-	return a.Kind == b.Kind && bytes.Equal(a.Key, b.Key) && a.Lease == b.Lease && a.Token == b.Token && a.Extensions == b.Extensions
+	return a.Kind == b.Kind && bytes.Equal(a.Key, b.Key) && a.Lease == b.Lease && a.Token == b.Token &&
+		a.Extensions == b.Extensions && a.Features == b.Features
 }
 
 // canonical drops the fields a kind does not encode, as a round trip does.
 func canonical(c Command) Command {
+	if c.Kind != CmdEnable {
+		c.Features = 0
+	}
 	switch c.Kind {
 	case CmdAcquire:
 		c.Token, c.Extensions = 0, 0
@@ -30,6 +34,8 @@ func canonical(c Command) Command {
 		c.Extensions = 0
 	case CmdFloor:
 		c.Key, c.Lease, c.Extensions = nil, 0, 0
+	case CmdEnable:
+		c.Key, c.Lease, c.Extensions, c.Token = nil, 0, 0, 0
 	}
 	return c
 }
@@ -132,7 +138,9 @@ func TestAppendBatchRejects(t *testing.T) {
 		c    Command
 	}{
 		{"kind 0", Command{Kind: 0, Key: []byte("k")}},
-		{"kind 6", Command{Kind: 6, Key: []byte("k")}},
+		{"kind 7", Command{Kind: 7, Key: []byte("k")}},
+		{"enable of an unknown bit", Command{Kind: CmdEnable, Features: 1 << 31}},
+		{"enable of a known and an unknown bit", Command{Kind: CmdEnable, Features: FeatureLeases | 1<<1}},
 		{"256-byte acquire key", Command{Kind: CmdAcquire, Key: make([]byte, 256), Lease: 1}},
 		{"256-byte release key", Command{Kind: CmdRelease, Key: make([]byte, 256), Token: 1}},
 		{"256-byte expire key", Command{Kind: CmdExpire, Key: make([]byte, 256), Token: 1}},
@@ -183,7 +191,8 @@ func TestDecodeBatchRejects(t *testing.T) {
 		{"count beyond data", mk("01ffffffff01016b001e"), ErrBatchMalformed},
 		{"count 1, no command", mk("01000000010000"), ErrBatchMalformed},
 		{"unknown kind 0", mk("010000000100000000"), ErrBatchMalformed},
-		{"unknown kind 6", mk("010000000106016b001e"), ErrBatchMalformed},
+		{"unknown kind 7", mk("010000000107016b001e"), ErrBatchMalformed},
+		{"enable in version 1", mk("010000000106" + "00000001"), ErrBatchMalformed},
 		{"extend in version 1", mk("010000000105016b" + "0000000000000001" + "001e"), ErrBatchMalformed},
 		{"acquire without keylen", mk("010000000101"), ErrBatchMalformed},
 		{"acquire key truncated", mk("01000000010105616263"), ErrBatchMalformed},
@@ -287,7 +296,7 @@ func TestValidate(t *testing.T) {
 		{Command{Kind: CmdFloor, Token: MaxToken}, true},
 		{Command{Kind: CmdFloor, Token: MaxToken + 1}, false},
 		{Command{Kind: 0}, false},
-		{Command{Kind: 6, Key: []byte("k"), Lease: 1}, false},
+		{Command{Kind: 7, Key: []byte("k"), Lease: 1}, false},
 		{Command{Kind: CmdExpire, Key: []byte("k"), Token: 1, Extensions: MaxExtensions}, true},
 		{Command{Kind: CmdExtend, Key: []byte("k"), Token: 1, Lease: 1}, true},
 		{Command{Kind: CmdExtend, Key: key128, Token: 0, Lease: MaxLease}, true},

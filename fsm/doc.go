@@ -7,18 +7,23 @@
 // # What it owns
 //
 // A [Table] maps each held key to its [Holder] (token, current lease, and
-// how many times that lease was extended) and remembers the last token
-// issued. Tokens start at floor+1, strictly increase across all grants of
+// how many times that lease was extended), remembers the last token
+// issued, and holds the cluster-wide feature bits ([Features]) turned on so
+// far. Tokens start at floor+1, strictly increase across all grants of
 // all keys, are never 0, and never pass [MaxToken]: once MaxToken has been
 // issued every acquire fails with [ErrTokenExhausted], forever. Nothing
 // wraps, and a failed operation changes nothing.
 //
-// Every change is a [Command] (acquire, release, expire, floor, extend)
-// applied by [Table.ApplyCommand], the one transition both modes share,
-// which answers with a [Result]. An extend gives a live holder a new lease
-// and keeps its token; it counts the extension, and an expire frees a key
-// only for the count it was made for, so an expiry proposed for a lease's
-// old end cannot free the extended lock. In cluster mode a raft log entry
+// Every change is a [Command] (acquire, release, expire, floor, extend,
+// enable) applied by [Table.ApplyCommand], the one transition both modes
+// share, which answers with a [Result]. An extend gives a live holder a new
+// lease and keeps its token; it counts the extension, and an expire frees a
+// key only for the count it was made for, so an expiry proposed for a
+// lease's old end cannot free the extended lock. An enable is the
+// cluster-wide feature switch, one-way like etcd's cluster version: the
+// leader commits it once every member reports support (FeatureLeases:
+// protocol revision 2), every replica reads it with [FSM.Features], and a
+// server offers the revision only once it is on. In cluster mode a raft log entry
 // carries a batch of commands ([AppendBatch], [DecodeBatch]): many client
 // operations share one disk sync, and the leader can release (or expire) a
 // key and grant it to its next waiter in one entry. [FSM] applies committed
@@ -50,12 +55,13 @@
 // format ([BatchVersion]): changing any of them needs a new version.
 //
 // The log has two batch versions (command.go): 1, which every latch reads,
-// and 2, which adds extend. A batch is written in version 1 whenever
-// version 1 carries it, so a cluster that never extends writes the bytes it
-// always wrote. An entry this latch cannot decode, of a newer version (a
-// leader already upgraded) or malformed, is never skipped: skipping an entry
-// another replica applies diverges. The FSM halts instead ([FSM.Err]) until
-// the node runs a latch that reads it and replays it.
+// and 2, which adds extend and enable. A batch is written in version 1
+// whenever version 1 carries it, so a cluster that never extends writes the
+// bytes it always wrote. An entry this latch cannot decode, of a newer
+// version (a leader already upgraded), enabling a feature bit it does not
+// know, or malformed, is never skipped: skipping an entry another replica
+// applies diverges. The FSM halts instead ([FSM.Err]) until the node runs a
+// latch that reads it and replays it.
 //
 // The --token-floor of a cluster enters through the log as a Floor command
 // at bootstrap, never as a local setting: a node that joins later replays
@@ -80,11 +86,13 @@
 //
 // # Snapshots
 //
-// A snapshot is the whole state: the last token and every holder (its
-// current lease and extension count), keys in sorted order so that the
-// bytes depend on the state alone, behind a magic, a version and a CRC-32C.
-// Like a batch, it is written in version 1 while version 1 carries it (no
-// holder is extended). Restore reads and verifies a snapshot into a new
+// A snapshot is the whole state: the last token, the feature bits and every
+// holder (its current lease and extension count), keys in sorted order so
+// that the bytes depend on the state alone, behind a magic, a version and a
+// CRC-32C. Like a batch, it is written in the oldest version that carries
+// it: 1 while no holder is extended and no feature is on, 2 while a holder
+// is extended and no feature is on, 3 once a feature is on (snapshot.go);
+// every version restores, an older one with features 0. Restore reads and verifies a snapshot into a new
 // table and swaps it in only on success: it replaces, never merges, and a
 // corrupt snapshot leaves the current state untouched. FSM.Snapshot only
 // copies the entries (about 20 ms for 1,000,000 keys); sorting and writing

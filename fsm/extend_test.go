@@ -178,7 +178,7 @@ func TestDecodeBatchV2Rejects(t *testing.T) {
 		{"extend token truncated", mk("0200000001" + "05016b" + "00000000000000")},
 		{"expire count truncated", mk("0200000001" + "03016b" + "0000000000000001" + "000001")},
 		{"expire without its count (a version 1 body)", mk("0200000002" + "03016b" + "0000000000000001" + "05016b" + "0000000000000001" + "001e")},
-		{"unknown kind 6", mk("0200000002" + "05016b" + "0000000000000001" + "001e" + "06")},
+		{"unknown kind 7", mk("0200000002" + "05016b" + "0000000000000001" + "001e" + "07016b001e")},
 		{"trailing bytes", append(bytes.Clone(valid), 0)},
 		{"count too high", append(mk("0200000004"), valid[batchHeaderLen:]...)},
 	} {

@@ -12,16 +12,20 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// The files in testdata were written by latch at commit 28a4f08, whose only
-// batch and snapshot format was version 1, and must never be regenerated:
-// they are what logs and snapshots on disk hold.
+// The files in testdata were written by older latch builds and must never
+// be regenerated: they are what logs and snapshots on disk hold.
 //
-//   - batch_v1.txt: command lists (random, with edge cases: empty and
+//   - batch_v1.txt (commit 28a4f08, whose only batch and snapshot format
+//     was version 1): command lists (random, with edge cases: empty and
 //     255-byte keys, leases 0 and 65535, tokens 0 and 2^64-1, fields a kind
 //     does not use set) and the version 1 batch that commit encoded for each.
-//   - log_v1.txt: a log of version 1 entries (grants, releases, expiries,
-//     floors, invalid commands), the results that commit applied each to,
-//     and the snapshot it wrote at the end.
+//   - log_v1.txt (commit 28a4f08): a log of version 1 entries (grants,
+//     releases, expiries, floors, invalid commands), the results that commit
+//     applied each to, and the snapshot it wrote at the end.
+//   - log_v2.txt (commit 04b0080, the last before the feature switch): a
+//     log of version 1 and version 2 entries (extends, expiries for
+//     extension counts, invalid extends), the results that commit applied
+//     each to, and the version 2 snapshot it wrote at the end.
 
 // goldenLines returns the lines of a testdata file without its comments.
 func goldenLines(t *testing.T, name string) []string {
@@ -112,14 +116,21 @@ func TestGoldenV1Batches(t *testing.T) {
 	}
 }
 
-// TestGoldenV1Log: a version 1 log replays with exactly the results it had
-// when it was written, to the same state; the snapshot written then
-// restores to that state and is written again byte for byte.
-func TestGoldenV1Log(t *testing.T) {
-	lines := goldenLines(t, "log_v1.txt")
+// replayGoldenLog applies the log in a testdata file to a new FSM,
+// checking every result against the file and that every entry re-encodes
+// to its bytes, and returns the FSM and the snapshot the file ends with.
+// Results have 5 fields (kind, token, holder token, lease, key) or, with
+// withExtensions, 6 (the holder's extension count before the key).
+func replayGoldenLog(t *testing.T, name string, withExtensions bool) (*FSM, []byte) {
+	t.Helper()
+	lines := goldenLines(t, name)
 	kinds := map[string]ResultKind{}
 	for k := Granted; k <= lastResultKind; k++ {
 		kinds[k.String()] = k
+	}
+	nfields := 5
+	if withExtensions {
+		nfields = 6
 	}
 	f := newFSM(t, 0)
 	var (
@@ -137,12 +148,20 @@ func TestGoldenV1Log(t *testing.T) {
 				t.Fatalf("line %d: entry %d answered %d results, the file has %d", i, index, len(res), at)
 			}
 			index = goldenUint(t, fields[1], 64)
-			res = results(t, f.Apply(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: goldenHex(t, fields[2])}))
+			data := goldenHex(t, fields[2])
+			cmds, err := DecodeBatch(data, nil)
+			if err != nil {
+				t.Fatalf("line %d: DecodeBatch: %v", i, err)
+			}
+			if again, err := AppendBatch(nil, cmds); err != nil || !bytes.Equal(again, data) {
+				t.Fatalf("line %d: entry %d re-encodes to %x, %v", i, index, again, err)
+			}
+			res = results(t, f.Apply(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}))
 			at = 0
 			entries++
 		case fields[0] == "snapshot" && len(fields) == 2:
 			snap = goldenHex(t, fields[1])
-		case len(fields) == 5:
+		case len(fields) == nfields:
 			k, ok := kinds[fields[0]]
 			if !ok {
 				t.Fatalf("line %d: result kind %q", i, fields[0])
@@ -151,7 +170,10 @@ func TestGoldenV1Log(t *testing.T) {
 				Kind:   k,
 				Token:  Token(goldenUint(t, fields[1], 64)),
 				Holder: Holder{Token: Token(goldenUint(t, fields[2], 64)), Lease: uint16(goldenUint(t, fields[3], 16))},
-				Key:    string(goldenHex(t, fields[4])),
+				Key:    string(goldenHex(t, fields[nfields-1])),
+			}
+			if withExtensions {
+				want.Holder.Extensions = uint32(goldenUint(t, fields[4], 32))
 			}
 			if at >= len(res) || res[at] != want {
 				t.Fatalf("line %d: entry %d result %d = %+v, want %+v", i, index, at, res[min(at, len(res)-1)], want)
@@ -167,16 +189,34 @@ func TestGoldenV1Log(t *testing.T) {
 	if got := persist(t, f); !bytes.Equal(got, snap) {
 		t.Fatalf("snapshot after replay differs from the one written then:\n got %x\nwant %x", got, snap)
 	}
+	return f, snap
+}
+
+// checkGoldenSnapshot: the snapshot a golden log ends with restores to the
+// replayed state and is written again byte for byte.
+func checkGoldenSnapshot(t *testing.T, f *FSM, snap []byte) {
+	t.Helper()
 	g := newFSM(t, 0)
 	if err := restore(t, g, snap); err != nil {
-		t.Fatalf("Restore of the version 1 snapshot: %v", err)
+		t.Fatalf("Restore of the version %d snapshot: %v", snap[8], err)
 	}
 	if !sameState(stateOf(t, g), stateOf(t, f)) {
-		t.Fatal("restored version 1 snapshot differs from the replayed state")
+		t.Fatalf("restored version %d snapshot differs from the replayed state", snap[8])
 	}
 	if got := persist(t, g); !bytes.Equal(got, snap) {
-		t.Fatal("restored version 1 snapshot is not written again byte for byte")
+		t.Fatalf("restored version %d snapshot is not written again byte for byte", snap[8])
 	}
+}
+
+// TestGoldenV1Log: a version 1 log replays with exactly the results it had
+// when it was written, to the same state; the snapshot written then
+// restores to that state and is written again byte for byte.
+func TestGoldenV1Log(t *testing.T) {
+	f, snap := replayGoldenLog(t, "log_v1.txt", false)
+	if snap[8] != snapshotV1 {
+		t.Fatalf("golden snapshot version %d", snap[8])
+	}
+	checkGoldenSnapshot(t, f, snap)
 	f.Read(func(tb *Table) {
 		tb.Range(func(k string, h Holder) bool {
 			if h.Extensions != 0 {
@@ -185,4 +225,28 @@ func TestGoldenV1Log(t *testing.T) {
 			return true
 		})
 	})
+}
+
+// TestGoldenV2Log: a log of version 1 and version 2 entries (extends,
+// expiries for extension counts), written before the feature switch
+// existed, replays with exactly its results, re-encodes entry for entry,
+// and its version 2 snapshot restores and is written again byte for byte.
+func TestGoldenV2Log(t *testing.T) {
+	f, snap := replayGoldenLog(t, "log_v2.txt", true)
+	if snap[8] != snapshotV2 {
+		t.Fatalf("golden snapshot version %d", snap[8])
+	}
+	checkGoldenSnapshot(t, f, snap)
+	extended := 0
+	f.Read(func(tb *Table) {
+		tb.Range(func(_ string, h Holder) bool {
+			if h.Extensions != 0 {
+				extended++
+			}
+			return true
+		})
+	})
+	if extended == 0 {
+		t.Fatal("no extended holder in the golden version 2 state")
+	}
 }

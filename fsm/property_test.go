@@ -9,8 +9,17 @@ import (
 
 // model is the obviously-correct reference the Table is checked against.
 type model struct {
-	held map[string]Holder
-	last Token
+	held     map[string]Holder
+	last     Token
+	features Features
+}
+
+func (m *model) enable(f Features) (Features, bool) {
+	if f == 0 || f&^KnownFeatures != 0 {
+		return m.features, false
+	}
+	m.features |= f
+	return m.features, true
 }
 
 func (m *model) acquire(key string, lease uint16) (Token, error) {
@@ -90,7 +99,7 @@ func TestTableMatchesModel(t *testing.T) {
 					ext = rng.Uint32()
 				}
 				var what string
-				switch op := rng.IntN(12); {
+				switch op := rng.IntN(13); {
 				case op < 5:
 					lease := uint16(1 + rng.IntN(3600))
 					what = fmt.Sprintf("Acquire(%s, %d)", key, lease)
@@ -123,6 +132,17 @@ func TestTableMatchesModel(t *testing.T) {
 					if (gotErr == nil && gotKey != key) || (gotErr != nil && gotKey != "") {
 						t.Fatalf("step %d %s returned key %q", step, what, gotKey)
 					}
+				case op == 12:
+					f := Features(1) << rng.IntN(3) // leases, or a bit this latch does not know
+					if rng.IntN(5) == 0 {
+						f = 0
+					}
+					what = fmt.Sprintf("ApplyCommand(enable %v)", f)
+					want, ok := m.enable(f)
+					got := tb.ApplyCommand(Command{Kind: CmdEnable, Features: f})
+					if (got.Kind == Enabled) != ok || (ok && got.Features != want) || (!ok && got != (Result{Kind: Invalid})) {
+						t.Fatalf("step %d %s = %+v; model %v, %v", step, what, got, want, ok)
+					}
 				default:
 					what = fmt.Sprintf("Holder(%s)", key)
 					got, gotOK := tb.Holder([]byte(key))
@@ -131,9 +151,9 @@ func TestTableMatchesModel(t *testing.T) {
 						t.Fatalf("step %d %s = %+v, %v; model %+v, %v", step, what, got, gotOK, want, wantOK)
 					}
 				}
-				if tb.Len() != len(m.held) || tb.LastToken() != m.last || tb.Exhausted() != (m.last == MaxToken) {
-					t.Fatalf("step %d after %s: Len %d LastToken %d Exhausted %v; model %d %d",
-						step, what, tb.Len(), tb.LastToken(), tb.Exhausted(), len(m.held), m.last)
+				if tb.Len() != len(m.held) || tb.LastToken() != m.last || tb.Exhausted() != (m.last == MaxToken) || tb.Features() != m.features {
+					t.Fatalf("step %d after %s: Len %d LastToken %d Exhausted %v Features %v; model %d %d %v",
+						step, what, tb.Len(), tb.LastToken(), tb.Exhausted(), tb.Features(), len(m.held), m.last, m.features)
 				}
 				if !equalState(snapshot(tb), m.held) {
 					t.Fatalf("step %d after %s: table %v, model %v", step, what, snapshot(tb), m.held)

@@ -24,10 +24,11 @@ import (
 //   - raft's snapshot goroutine: Persist and Release on what Snapshot
 //     returned, concurrently with later Applies; they touch only the copy.
 //   - any other goroutine (on the leader: the node rebuilding its expiry
-//     heap after a Barrier, waiter dispatch, status, metrics, readiness):
-//     Read, Holder, LastToken, Len, AppliedIndex, Err. They see the table between
-//     two applies, never in the middle of a batch. Nothing outside the FSM
-//     goroutine may change the table: every change is a log entry.
+//     heap after a Barrier, waiter dispatch, status, metrics, readiness;
+//     on every replica: which protocol revision to offer): Read, Holder,
+//     LastToken, Features, Len, AppliedIndex, Err. They see the table
+//     between two applies, never in the middle of a batch. Nothing outside
+//     the FSM goroutine may change the table: every change is a log entry.
 //
 // An FSM holds no timers and reads no clock: leases are lengths, and
 // expiry is an Expire command the leader proposes (docs/protocol.md section 7).
@@ -183,6 +184,17 @@ func (f *FSM) LastToken() Token {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.table.LastToken()
+}
+
+// Features returns the cluster-wide feature bits the applied log (or the
+// restored snapshot) has turned on: the same on every replica at the same
+// applied index. It never loses a bit except through a Restore, which
+// replaces the whole state. A node offers what depends on a bit (protocol
+// revision 2 for FeatureLeases) only once this has it.
+func (f *FSM) Features() Features {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.table.Features()
 }
 
 // Len returns the number of held keys.

@@ -41,10 +41,11 @@ func results(t testing.TB, resp any) []Result {
 
 // state is everything an FSM decides with, for comparisons.
 type state struct {
-	held    map[string]Holder
-	last    Token
-	applied uint64
-	bytes   []byte // the snapshot it writes
+	held     map[string]Holder
+	last     Token
+	features Features
+	applied  uint64
+	bytes    []byte // the snapshot it writes
 }
 
 func stateOf(t testing.TB, f *FSM) state {
@@ -54,6 +55,7 @@ func stateOf(t testing.TB, f *FSM) state {
 		s.held = make(map[string]Holder, tb.Len())
 		tb.Range(func(k string, h Holder) bool { s.held[k] = h; return true })
 		s.last = tb.LastToken()
+		s.features = tb.Features()
 		s.applied = f.AppliedIndex()
 		var buf bytes.Buffer
 		if err := WriteSnapshot(&buf, tb, s.applied); err != nil {
@@ -65,11 +67,12 @@ func stateOf(t testing.TB, f *FSM) state {
 }
 
 func sameState(a, b state) bool {
-	return equalState(a.held, b.held) && a.last == b.last && a.applied == b.applied && bytes.Equal(a.bytes, b.bytes)
+	return equalState(a.held, b.held) && a.last == b.last && a.features == b.features && a.applied == b.applied &&
+		bytes.Equal(a.bytes, b.bytes)
 }
 
 func (s state) String() string {
-	return fmt.Sprintf("{%d keys, last %d, applied %d}", len(s.held), s.last, s.applied)
+	return fmt.Sprintf("{%d keys, last %d, features %v, applied %d}", len(s.held), s.last, s.features, s.applied)
 }
 
 // persist takes a snapshot of f and returns its bytes, checking that the
@@ -474,6 +477,10 @@ func TestFSMHaltsOnUndecodableEntries(t *testing.T) {
 	v2plain[0] = batchV2
 	v1extend := bytes.Clone(v2)
 	v1extend[0] = batchV1
+	// Grants, then an Enable of a bit this latch does not know: none applies.
+	newFeature := append(bytes.Clone(good[:batchHeaderLen]), good[batchHeaderLen:]...)
+	newFeature[0], newFeature[4] = batchV2, 3
+	newFeature = append(newFeature, byte(CmdEnable), 0, 0, 0, 2)
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -487,6 +494,10 @@ func TestFSMHaltsOnUndecodableEntries(t *testing.T) {
 		{"unknown kind in version 1", []byte{1, 0, 0, 0, 1, 99}, ErrBatchMalformed},
 		{"extend in version 1", v1extend, ErrBatchMalformed},
 		{"version 2 without an extend", v2plain, ErrBatchMalformed},
+		{"enable of an unknown feature bit", []byte{2, 0, 0, 0, 1, byte(CmdEnable), 0x80, 0, 0, 0}, ErrBatchVersion},
+		{"grants and an enable of an unknown feature bit", newFeature, ErrBatchVersion},
+		{"enable in version 1", []byte{1, 0, 0, 0, 1, byte(CmdEnable), 0, 0, 0, 1}, ErrBatchMalformed},
+		{"enable truncated", []byte{2, 0, 0, 0, 1, byte(CmdEnable), 0, 0, 0}, ErrBatchMalformed},
 		{"truncated", good[:len(good)-1], ErrBatchMalformed},
 		{"truncated version 2", v2[:len(v2)-1], ErrBatchMalformed},
 		{"trailing byte", append(bytes.Clone(good), 0), ErrBatchMalformed},

@@ -15,13 +15,14 @@ import (
 // Snapshot format (all integers unsigned big-endian):
 //
 //	magic    8 bytes  "LATCHSNP"
-//	version  u8       1 or 2
+//	version  u8       1, 2 or 3
 //	index    u64      the raft index the state reflects (0 outside raft)
 //	last     u64      the last token issued (the floor before any grant)
 //	count    u64      the number of held keys
+//	features u32      version 3 only: the feature bits turned on (Features), never 0
 //	entries  count times, keys in strictly increasing byte order:
 //	           version 1: keylen u8 (1..MaxKeyLen), key, token u64 (1..last), lease u16 (1..MaxLease)
-//	           version 2: the same, then extensions u32 (the holder's extension count)
+//	           versions 2 and 3: the same, then extensions u32 (the holder's extension count)
 //	crc      u32      CRC-32C (Castagnoli) of every byte before it
 //
 // and nothing after. Sorting makes the bytes a function of the state alone:
@@ -30,27 +31,41 @@ import (
 // there are no waiters, deadlines or sessions in the FSM to carry. A
 // holder's lease is its current one, as the last Extend set it.
 //
-// A version 1 entry is a holder never extended (count 0). WriteSnapshot
-// writes version 1 when no holder has been extended, so a cluster that never
-// extends writes the bytes it always wrote, and a node of a latch that knows
-// only version 1 can still restore its snapshots during a rolling upgrade;
-// it writes version 2 otherwise, which such a node refuses by its version
-// byte before reading anything (ErrSnapshotVersion). ReadSnapshot reads
-// both and, as for batches, accepts exactly what WriteSnapshot writes: a
-// version 2 snapshot holds at least one extended holder.
+// A version 1 entry is a holder never extended (count 0), and versions 1
+// and 2 carry no feature bit (features 0). Version 3 exists because version
+// 2 has no room for the features: its layout is fixed, and a version 2
+// reader (commit 04b0080) would take them for part of the first entry.
+//
+// WriteSnapshot writes the oldest version that carries the state: version 1
+// when no holder has been extended and no feature is on, so a cluster that
+// never extends writes the bytes it always wrote, and a node of a latch
+// that knows only version 1 (such as commit 653a820) can still restore its
+// snapshots during a rolling upgrade; version 2 when a holder has been
+// extended but no feature is on, which a latch that predates features still
+// reads; version 3 once a feature is on. An older node refuses a newer version by its
+// version byte before reading anything (ErrSnapshotVersion); it meets one
+// only after an Enable, which the leader proposes once every member
+// supports the feature, so none is left that cannot read it. ReadSnapshot
+// reads all three and, as for batches, accepts exactly what WriteSnapshot
+// writes: a version 2 snapshot holds at least one extended holder, a
+// version 3 one has features other than 0. A version 3 snapshot whose
+// features this latch does not all know is refused as ErrSnapshotVersion
+// (a newer latch wrote it), once its checksum has verified; before that, a
+// damaged features field is ErrSnapshotCorrupt like any other byte.
 
 // Snapshot format versions. SnapshotVersion is the newest; ReadSnapshot
 // reads every version from 1 to SnapshotVersion and refuses any other.
 const (
 	snapshotV1      = 1
 	snapshotV2      = 2
-	SnapshotVersion = snapshotV2
+	snapshotV3      = 3
+	SnapshotVersion = snapshotV3
 )
 
 var snapshotMagic = [8]byte{'L', 'A', 'T', 'C', 'H', 'S', 'N', 'P'}
 
 const (
-	snapshotHeaderLen = 8 + 1 + 8 + 8 + 8
+	snapshotHeaderLen = 8 + 1 + 8 + 8 + 8 // versions 1 and 2; version 3 adds features u32
 	maxEntryLen       = 1 + MaxKeyLen + 8 + 2 + 4
 	snapshotBufSize   = 64 << 10
 	// restoreSizeHint caps the map size taken on trust from a header whose
@@ -66,15 +81,17 @@ var (
 	// ErrSnapshotFormat: the data does not start with the snapshot magic; it
 	// is not a latch snapshot at all.
 	ErrSnapshotFormat = errors.New("fsm: not a latch snapshot (wrong magic): check which file was given")
-	// ErrSnapshotVersion: a snapshot format this latch does not know.
-	ErrSnapshotVersion = errors.New("fsm: snapshot has an unknown format version: " +
+	// ErrSnapshotVersion: a snapshot format this latch does not know, or
+	// a snapshot with a feature bit it does not know (see Features).
+	ErrSnapshotVersion = errors.New("fsm: snapshot has a format version or a feature this latch does not know: " +
 		"it was written by a newer latch; restore it with that version")
 	// ErrSnapshotCorrupt: truncated, failed its checksum, or holds an
 	// entry no table could have written. Restore from another snapshot or
 	// let a peer send its own.
 	ErrSnapshotCorrupt = errors.New("fsm: snapshot is corrupt")
 	// ErrSnapshotEntry: WriteSnapshot found an entry a snapshot cannot
-	// carry (key or lease out of range, token 0 or above the last token).
+	// carry (key or lease out of range, token 0 or above the last token),
+	// or features with a bit this latch does not know.
 	// Only a table filled through ApplyCommand is guaranteed to have none.
 	ErrSnapshotEntry = errors.New("fsm: table holds an entry outside the snapshot's ranges; " +
 		"fill tables through ApplyCommand, which validates every command")
@@ -90,14 +107,15 @@ type snapEntry struct {
 
 // tableCopy is an immutable copy of a table's state.
 type tableCopy struct {
-	index   uint64
-	last    Token
-	entries []snapEntry
+	index    uint64
+	last     Token
+	features Features
+	entries  []snapEntry
 }
 
 // copyState takes a point-in-time copy of t; t may change afterwards.
 func (t *Table) copyState(index uint64) *tableCopy {
-	c := &tableCopy{index: index, last: t.last, entries: make([]snapEntry, 0, len(t.held))}
+	c := &tableCopy{index: index, last: t.last, features: t.features, entries: make([]snapEntry, 0, len(t.held))}
 	for k, h := range t.held {
 		c.entries = append(c.entries, snapEntry{key: k, h: h})
 	}
@@ -124,8 +142,14 @@ func (c *tableCopy) write(w io.Writer) error {
 		buf = buf[:0]
 		return err
 	}
+	if u := c.features &^ KnownFeatures; u != 0 {
+		return fmt.Errorf("%w: features %v", ErrSnapshotEntry, c.features)
+	}
 	v := byte(snapshotV1)
-	if slices.ContainsFunc(c.entries, func(e snapEntry) bool { return e.h.Extensions != 0 }) {
+	switch {
+	case c.features != 0:
+		v = snapshotV3
+	case slices.ContainsFunc(c.entries, func(e snapEntry) bool { return e.h.Extensions != 0 }):
 		v = snapshotV2
 	}
 	buf = append(buf, snapshotMagic[:]...)
@@ -133,6 +157,9 @@ func (c *tableCopy) write(w io.Writer) error {
 	buf = binary.BigEndian.AppendUint64(buf, c.index)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(c.last))
 	buf = binary.BigEndian.AppendUint64(buf, uint64(len(c.entries)))
+	if v == snapshotV3 {
+		buf = binary.BigEndian.AppendUint32(buf, uint32(c.features))
+	}
 	for _, e := range c.entries {
 		if len(e.key) == 0 || len(e.key) > MaxKeyLen || e.h.Lease == 0 || e.h.Lease > MaxLease ||
 			e.h.Token == 0 || e.h.Token > c.last {
@@ -147,7 +174,7 @@ func (c *tableCopy) write(w io.Writer) error {
 		buf = append(buf, e.key...)
 		buf = binary.BigEndian.AppendUint64(buf, uint64(e.h.Token))
 		buf = binary.BigEndian.AppendUint16(buf, e.h.Lease)
-		if v == snapshotV2 {
+		if v != snapshotV1 {
 			buf = binary.BigEndian.AppendUint32(buf, e.h.Extensions)
 		}
 	}
@@ -159,9 +186,10 @@ func (c *tableCopy) write(w io.Writer) error {
 
 // ReadSnapshot reads a whole snapshot, of any version from 1 to
 // SnapshotVersion, from r and returns it as a new table, with the raft
-// index it reflects. It checks the magic and version first,
-// every entry's ranges and order as it goes, then the checksum, and that
-// nothing follows it; any failure returns an error wrapping
+// index it reflects; a version 1 or 2 snapshot restores with features 0.
+// It checks the magic and version first, every entry's ranges and order as
+// it goes, then the checksum, that nothing follows it, and the features;
+// any failure returns an error wrapping
 // ErrSnapshotFormat, ErrSnapshotVersion or ErrSnapshotCorrupt (or r's own
 // read error) and no table. It never panics on any input. It does not close
 // r.
@@ -178,31 +206,39 @@ func ReadSnapshot(r io.Reader) (*Table, uint64, error) {
 		return nil, 0, corrupt(err, "truncated in the header")
 	}
 	v := hdr[8]
-	if v != snapshotV1 && v != snapshotV2 {
+	if v < snapshotV1 || v > SnapshotVersion {
 		return nil, 0, fmt.Errorf("%w: version %d, this latch reads 1 to %d", ErrSnapshotVersion, v, SnapshotVersion)
 	}
-	tail := 8 + 2 // token, lease
-	if v == snapshotV2 {
+	tail, hdrLen := 8+2, snapshotHeaderLen // token, lease
+	if v != snapshotV1 {
 		tail += 4 // extensions
 	}
-	if len(hdr) < snapshotHeaderLen {
+	if v == snapshotV3 {
+		hdrLen += 4 // features
+		hdr, err = br.Peek(hdrLen)
+	}
+	if len(hdr) < hdrLen {
 		return nil, 0, corrupt(err, "truncated in the header")
 	}
 	crc := crc32.Update(0, castagnoli, hdr)
 	index := binary.BigEndian.Uint64(hdr[9:])
 	last := Token(binary.BigEndian.Uint64(hdr[17:]))
 	count := binary.BigEndian.Uint64(hdr[25:])
+	var features Features
+	if v == snapshotV3 {
+		features = Features(binary.BigEndian.Uint32(hdr[33:]))
+	}
 	if last > MaxToken {
 		return nil, 0, corrupt(nil, fmt.Sprintf("last token %d is above 2^63-1", last))
 	}
 	if count > uint64(last) {
 		return nil, 0, corrupt(nil, fmt.Sprintf("%d keys held but only %d tokens issued", count, last))
 	}
-	if _, err := br.Discard(snapshotHeaderLen); err != nil {
+	if _, err := br.Discard(hdrLen); err != nil {
 		return nil, 0, corrupt(err, "truncated in the header")
 	}
 
-	t := &Table{held: make(map[string]Holder, min(count, restoreSizeHint)), last: last}
+	t := &Table{held: make(map[string]Holder, min(count, restoreSizeHint)), last: last, features: features}
 	var prev string
 	extended := false
 	for i := range count {
@@ -225,7 +261,7 @@ func ReadSnapshot(r io.Reader) (*Table, uint64, error) {
 			Token: Token(binary.BigEndian.Uint64(b[1+kl:])),
 			Lease: binary.BigEndian.Uint16(b[1+kl+8:]),
 		}
-		if v == snapshotV2 {
+		if v != snapshotV1 {
 			h.Extensions = binary.BigEndian.Uint32(b[1+kl+10:])
 			extended = extended || h.Extensions != 0
 		}
@@ -252,8 +288,13 @@ func ReadSnapshot(r io.Reader) (*Table, uint64, error) {
 	case !errors.Is(err, io.EOF):
 		return nil, 0, fmt.Errorf("fsm: reading snapshot: %w", err)
 	}
-	if v == snapshotV2 && !extended {
+	switch {
+	case v == snapshotV2 && !extended:
 		return nil, 0, corrupt(nil, "a version 2 snapshot without an extended holder (version 1 carries that state)")
+	case v == snapshotV3 && features == 0:
+		return nil, 0, corrupt(nil, "a version 3 snapshot without features (version 1 or 2 carries that state)")
+	case features&^KnownFeatures != 0:
+		return nil, 0, fmt.Errorf("%w: it has features %v, this latch knows %v", ErrSnapshotVersion, features, KnownFeatures)
 	}
 	return t, index, nil
 }

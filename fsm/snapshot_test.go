@@ -69,6 +69,16 @@ func extendedTable(t *testing.T) *Table {
 	return tb
 }
 
+// enabled turns features on in tb through ApplyCommand, as a committed
+// Enable would.
+func enabled(t testing.TB, tb *Table, f Features) *Table {
+	t.Helper()
+	if r := tb.ApplyCommand(enable(f)); r.Kind != Enabled {
+		t.Fatalf("enable %v: %+v", f, r)
+	}
+	return tb
+}
+
 func writeSnap(t testing.TB, tb *Table, index uint64) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -100,6 +110,9 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			extendHolder(t, tb, "k", 2, 1)
 			return tb
 		}, 3},
+		{"features, none extended (version 3)", func(t *testing.T) *Table { return enabled(t, smallTable(t), FeatureLeases) }, 4},
+		{"features and extended holders (version 3)", func(t *testing.T) *Table { return enabled(t, extendedTable(t), FeatureLeases) }, 5},
+		{"features, empty (version 3)", func(t *testing.T) *Table { return enabled(t, newTable(t, 0), FeatureLeases) }, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := tc.table(t)
@@ -108,9 +121,10 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ReadSnapshot: %v", err)
 			}
-			if index != tc.index || got.LastToken() != src.LastToken() || !equalState(snapshot(got), snapshot(src)) {
-				t.Fatalf("read index %d last %d %v; wrote %d %d %v",
-					index, got.LastToken(), snapshot(got), tc.index, src.LastToken(), snapshot(src))
+			if index != tc.index || got.LastToken() != src.LastToken() || !equalState(snapshot(got), snapshot(src)) ||
+				got.Features() != src.Features() {
+				t.Fatalf("read index %d last %d features %v %v; wrote %d %d %v %v", index, got.LastToken(), got.Features(),
+					snapshot(got), tc.index, src.LastToken(), src.Features(), snapshot(src))
 			}
 			if again := writeSnap(t, got, index); !bytes.Equal(again, data) {
 				t.Fatal("a read snapshot does not write back to the same bytes")
@@ -162,9 +176,34 @@ func TestSnapshotV2Layout(t *testing.T) {
 	}
 }
 
-// TestSnapshotVersionRule: version 1 while no holder is extended, so that a
+// TestSnapshotV3Layout pins version 3: as version 2, with the features
+// after the count.
+func TestSnapshotV3Layout(t *testing.T) {
+	tb := newTable(t, 0)
+	tb.ApplyCommand(acq("b", 2)) // token 1
+	tb.ApplyCommand(acq("a", 1)) // token 2
+	extendHolder(t, tb, "b", 300, 1)
+	enabled(t, tb, FeatureLeases)
+	data := writeSnap(t, tb, 9)
+	want := []byte("LATCHSNP\x03")
+	want = binary.BigEndian.AppendUint64(want, 9)
+	want = binary.BigEndian.AppendUint64(want, 2)
+	want = binary.BigEndian.AppendUint64(want, 2)
+	want = append(want, 0, 0, 0, 1) // features: leases
+	want = append(want, 1, 'a', 0, 0, 0, 0, 0, 0, 0, 2, 0, 1, 0, 0, 0, 0)
+	want = append(want, 1, 'b', 0, 0, 0, 0, 0, 0, 0, 1, 0x01, 0x2c, 0, 0, 0, 1)
+	want = binary.BigEndian.AppendUint32(want, crc32.Checksum(want, crc32.MakeTable(crc32.Castagnoli)))
+	if !bytes.Equal(data, want) {
+		t.Fatalf("layout\n got %x\nwant %x", data, want)
+	}
+}
+
+// TestSnapshotVersionRule: the oldest version that carries the state.
+// Version 1 while no holder is extended and no feature is on, so that a
 // node of a latch that reads only version 1 can restore it; version 2 from
-// the first extension until the last extended holder is gone.
+// the first extension until the last extended holder is gone, while no
+// feature is on; version 3 from the first feature on, for good (features
+// are never turned off).
 func TestSnapshotVersionRule(t *testing.T) {
 	tb := newTable(t, 0)
 	steps := []struct {
@@ -177,6 +216,10 @@ func TestSnapshotVersionRule(t *testing.T) {
 		{"b released", func() { tb.ApplyCommand(rel("b", 2)) }, 2},
 		{"a released", func() { tb.ApplyCommand(rel("a", 1)) }, 1},
 		{"a granted again", func() { tb.ApplyCommand(acq("a", 10)) }, 1},
+		{"a extended again", func() { extendHolder(t, tb, "a", 20, 1) }, 2},
+		{"leases enabled", func() { enabled(t, tb, FeatureLeases) }, 3},
+		{"a released again", func() { tb.ApplyCommand(rel("a", 3)) }, 3},
+		{"empty, leases on", func() {}, 3},
 	}
 	for _, s := range steps {
 		s.do()
@@ -214,10 +257,19 @@ type rawEntry struct {
 }
 
 func rawSnapshot(version byte, index uint64, last Token, count uint64, entries []rawEntry) []byte {
+	return rawSnapshotF(version, index, last, count, 0, entries)
+}
+
+// rawSnapshotF is rawSnapshot with a features field, written in version 3
+// (and any version above it) only.
+func rawSnapshotF(version byte, index uint64, last Token, count uint64, features Features, entries []rawEntry) []byte {
 	b := append([]byte("LATCHSNP"), version)
 	b = binary.BigEndian.AppendUint64(b, index)
 	b = binary.BigEndian.AppendUint64(b, uint64(last))
 	b = binary.BigEndian.AppendUint64(b, count)
+	if version >= 3 {
+		b = binary.BigEndian.AppendUint32(b, uint32(features))
+	}
 	for _, e := range entries {
 		b = append(b, byte(len(e.key)))
 		b = append(b, e.key...)
@@ -251,7 +303,12 @@ func corruptSnapshots(t *testing.T) map[string]struct {
 		}{data, want}
 	}
 	good := writeSnap(t, smallTable(t), 77)
-	for prefix, good := range map[string][]byte{"": good, "v2 ": writeSnap(t, extendedTable(t), 78)} {
+	for prefix, good := range map[string][]byte{
+		"":          good,
+		"v2 ":       writeSnap(t, extendedTable(t), 78),
+		"v3 ":       writeSnap(t, enabled(t, extendedTable(t), FeatureLeases), 79),
+		"v3 plain ": writeSnap(t, enabled(t, smallTable(t), FeatureLeases), 80),
+	} {
 		for n := range len(good) {
 			add(fmt.Sprintf("%struncated to %d", prefix, n), good[:n], ErrSnapshotCorrupt)
 		}
@@ -263,9 +320,9 @@ func corruptSnapshots(t *testing.T) map[string]struct {
 				switch {
 				case i < 8:
 					want = ErrSnapshotFormat
-				case i == 8:
+				case i == 8 && (b[i] == 0 || b[i] > SnapshotVersion):
 					want = ErrSnapshotVersion
-				}
+				} // another known version: the checksum covers the version byte
 				add(fmt.Sprintf("%sbyte %d ^ %#x", prefix, i, x), b, want)
 			}
 		}
@@ -275,13 +332,24 @@ func corruptSnapshots(t *testing.T) map[string]struct {
 	add("wrong magic", append([]byte("LATCHSNQ"), good[8:]...), ErrSnapshotFormat)
 	add("other file", []byte("{\"raft\": true}\n"), ErrSnapshotFormat)
 	add("version 0, good checksum", rawSnapshot(0, 1, 5, 0, nil), ErrSnapshotVersion)
-	add("version 3, good checksum", rawSnapshot(3, 1, 5, 0, nil), ErrSnapshotVersion)
+	add("version 4, good checksum", rawSnapshot(4, 1, 5, 0, nil), ErrSnapshotVersion)
 	add("version 2 without entries", rawSnapshot(2, 1, 5, 0, nil), ErrSnapshotCorrupt)
 	add("version 2 without an extended holder", rawSnapshot(2, 1, 5, 2, []rawEntry{{"a", 1, 1, 0}, {"b", 2, 1, 0}}), ErrSnapshotCorrupt)
 	add("control: valid raw version 2", rawSnapshot(2, 1, 5, 2, []rawEntry{{"a", 1, 1, 0}, {"b", 2, 1, MaxExtensions}}), nil)
 	v1body := rawSnapshot(1, 1, 5, 2, []rawEntry{{"a", 1, 1, 0}, {"b", 2, 1, 0}})
 	v1body = v1body[:len(v1body)-4]
 	v1body[8] = 2
+	add("version 3 without features", rawSnapshotF(3, 1, 5, 1, 0, []rawEntry{{"a", 1, 1, 3}}), ErrSnapshotCorrupt)
+	add("version 3 empty, without features", rawSnapshotF(3, 1, 5, 0, 0, nil), ErrSnapshotCorrupt)
+	add("control: valid raw version 3", rawSnapshotF(3, 1, 5, 1, FeatureLeases, []rawEntry{{"a", 1, 1, 0}}), nil)
+	add("control: valid raw version 3, extended", rawSnapshotF(3, 1, 5, 1, FeatureLeases, []rawEntry{{"a", 1, 1, 9}}), nil)
+	add("version 3 with an unknown feature, good checksum", rawSnapshotF(3, 1, 5, 0, 1<<1, nil), ErrSnapshotVersion)
+	add("version 3 with a known and an unknown feature", rawSnapshotF(3, 1, 5, 1, FeatureLeases|1<<31, []rawEntry{{"a", 1, 1, 0}}), ErrSnapshotVersion)
+	add("version 3 with every feature bit", rawSnapshotF(3, 1, 5, 0, ^Features(0), nil), ErrSnapshotVersion)
+	v2body := rawSnapshot(2, 1, 5, 1, []rawEntry{{"a", 1, 1, 3}})
+	v2body = v2body[:len(v2body)-4]
+	v2body[8] = 3
+	add("version 3 with a version 2 header", binary.BigEndian.AppendUint32(v2body, crc32.Checksum(v2body, crc32.MakeTable(crc32.Castagnoli))), ErrSnapshotCorrupt)
 	add("version 2 with version 1 entries", binary.BigEndian.AppendUint32(v1body, crc32.Checksum(v1body, crc32.MakeTable(crc32.Castagnoli))), ErrSnapshotCorrupt)
 
 	ok := []rawEntry{{"a", 1, 1, 0}, {"b", 2, 1, 0}}
@@ -398,6 +466,8 @@ func FuzzReadSnapshot(f *testing.F) {
 		func() { extendHolder(f, tb, "a", 40, 2) },
 		func() { tb.ApplyCommand(rel("a", 12)) },
 		func() { tb.ApplyCommand(acq("d", 1)); extendHolder(f, tb, "d", 1, MaxExtensions) },
+		func() { enabled(f, tb, FeatureLeases) },
+		func() { tb.ApplyCommand(rel("d", 13)) },
 	} {
 		step()
 		var buf bytes.Buffer
@@ -408,6 +478,9 @@ func FuzzReadSnapshot(f *testing.F) {
 	}
 	f.Add(rawSnapshot(2, 1, 5, 2, []rawEntry{{"a", 1, 1, 0}, {"b", 2, 1, MaxExtensions}}))
 	f.Add(rawSnapshot(2, 1, 5, 1, []rawEntry{{"a", 1, 1, 0}}))
+	f.Add(rawSnapshotF(3, 1, 5, 1, FeatureLeases, []rawEntry{{"a", 1, 1, 0}}))
+	f.Add(rawSnapshotF(3, 1, 5, 0, 0, nil))
+	f.Add(rawSnapshotF(3, 1, 5, 0, FeatureLeases|1<<1, nil))
 	f.Add([]byte("LATCHSNP"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tb, index, err := ReadSnapshot(bytes.NewReader(data))

@@ -17,8 +17,9 @@ type Holder struct {
 // lock. The zero value is an empty table with floor 0; NewTable sets another
 // floor.
 type Table struct {
-	held map[string]Holder // held keys only; a free key has no entry
-	last Token             // last token issued; the floor before any grant
+	held     map[string]Holder // held keys only; a free key has no entry
+	last     Token             // last token issued; the floor before any grant
+	features Features          // cluster-wide feature bits turned on; only ever gains bits
 }
 
 // NewTable returns an empty table whose first grant is floor+1. floor may be
@@ -137,6 +138,11 @@ func (t *Table) Restore(key string, h Holder) error {
 	t.held[key] = h
 	return nil
 }
+
+// Features returns the cluster-wide feature bits turned on by Enable
+// commands (0 for a new table, and after restoring a snapshot written
+// before features existed). Bits are never turned off.
+func (t *Table) Features() Features { return t.features }
 
 // Len returns the number of held keys.
 func (t *Table) Len() int { return len(t.held) }
