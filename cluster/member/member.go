@@ -31,6 +31,7 @@ type Member struct {
 	srv      *server.Server
 	mux      *peer.Mux
 	link     *forward.Link
+	feat     *features // the cluster's feature switch (features.go)
 	adapter  *raftAdapter
 	rp       atomic.Pointer[raftnode.Node] // nil until raft is open
 	raft     *raftnode.Node
@@ -89,6 +90,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, err
 	}
 	registerRaftMetrics(m.cfg.Node.Metrics.Registry, m.raft)
+	registerFeatureMetrics(m.cfg.Node.Metrics.Registry, m.feat)
 	go m.serveForwarded(peer.ChannelForward, 0)
 	go m.serveForwarded(peer.ChannelForwardLeases, wire.FlagLeases)
 	go m.node.Run()
@@ -114,8 +116,12 @@ func (m *Member) listen(hasState bool) (*peer.StreamLayer, error) {
 		return nil, fmt.Errorf("--advertise: %w", err)
 	}
 	m.mux = mux
+	m.feat = newFeatures(m.log.Named("features"), mux, m.id, &m.rp, m.cfg.HoldLeases)
+	if m.cfg.HoldLeases {
+		_ = mux.Listener(peer.ChannelForwardLeases).Close() // dials of it are refused from now on
+	}
 	stream.SetAdmission(raftAdmission(&m.rp, m.cfg.AcceptLegacyPeers))
-	go admin.ServeChannel(mux.Listener(peer.ChannelAdmin), membership{rp: &m.rp, mux: mux, id: m.id, starting: !hasState, locks: m.node}, m.log.Named("admin"))
+	go admin.ServeChannel(mux.Listener(peer.ChannelAdmin), membership{rp: &m.rp, mux: mux, id: m.id, starting: !hasState, locks: m.node, feat: m.feat}, m.log.Named("admin"))
 	return stream, nil
 }
 
@@ -178,7 +184,9 @@ func (m *Member) forwarding() error {
 
 // serveForwarded runs every connection of the peer port's forward channel ch as a session of
 // the server that speaks the protocol revisions revs (no handshake: the peer port
-// authenticated it, and the channel says the revision).
+// authenticated it, and the channel says the revision). Every build that applies the
+// cluster's feature switch serves the revised channel, always: that is how the leader sees
+// that it supports revision 2 (features.go).
 func (m *Member) serveForwarded(ch byte, revs uint8) {
 	ln := m.mux.Listener(ch)
 	for {
@@ -236,17 +244,22 @@ func (m *Member) Metrics() *cluster.Metrics { return m.cfg.Node.Metrics }
 // Admin is the membership and backup side of the admin HTTP API: a follower forwards it
 // to the leader.
 func (m *Member) Admin() admin.Cluster {
-	return membership{rp: &m.rp, mux: m.mux, id: m.id, forward: true, locks: m.node}
+	return membership{rp: &m.rp, mux: m.mux, id: m.id, forward: true, locks: m.node, feat: m.feat}
 }
 
 // Locks is the lock inspection and forced release of /v1/locks: answered by the leader,
 // forwarded there from a follower.
 func (m *Member) Locks() admin.Locks {
-	return membership{rp: &m.rp, mux: m.mux, id: m.id, forward: true, locks: m.node}
+	return membership{rp: &m.rp, mux: m.mux, id: m.id, forward: true, locks: m.node, feat: m.feat}
 }
 
+// Leases reports whether the cluster's feature switch for protocol revision 2 is on in this
+// member's applied log (features.go).
+func (m *Member) Leases() bool { return m.feat.leases() }
+
 // AdminOptions are this member's admin options for HTTP (cmd adds Pprof): its status
-// (mode, id, boot, node stats, raft status), membership and backups, lock inspection, the
+// (mode, id, boot, node stats, raft status, the cluster's features switched on: "leases" for
+// protocol revision 2), membership and backups, lock inspection, the
 // verifier of calls made to this node and run (boot) with Config.Admin, and the names HTTP
 // answers to (Config.hosts, checked by Validate).
 func (m *Member) AdminOptions(boot string) admin.Options {
@@ -254,7 +267,8 @@ func (m *Member) AdminOptions(boot string) admin.Options {
 	return admin.Options{
 		Hosts: hosts,
 		Status: func() any {
-			return map[string]any{"mode": "cluster", "id": m.id, "boot": boot, "node": m.node.Stats(), "raft": m.raft.Status()}
+			return map[string]any{"mode": "cluster", "id": m.id, "boot": boot, "node": m.node.Stats(), "raft": m.raft.Status(),
+				"features": map[string]bool{"leases": m.feat.leases()}}
 		},
 		Cluster:  m.Admin(),
 		Locks:    m.Locks(),
@@ -280,6 +294,7 @@ func (m *Member) Stop(ctx context.Context) error {
 	if m.stopJoin != nil {
 		m.stopJoin()
 	}
+	m.feat.close()
 	m.link.Close()
 	if err := m.raft.Shutdown(ctx); err != nil {
 		m.log.Warn("raft shutdown", "error", err)
