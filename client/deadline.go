@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Deadline arithmetic of protocol revision 2 (docs/protocol-rev2-draft.md sections 5 and 6,
+// Deadline arithmetic of protocol revision 2 (docs/protocol.md section 10,
 // as issue 21 settles them). Every function here is pure and allocation-free: the acquire
 // path calls grantEnd once per grant.
 //

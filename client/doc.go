@@ -5,7 +5,7 @@
 // lock may be held. docs/protocol.md describes the wire protocol and these rules for
 // clients in other languages, with test vectors in docs/vectors.
 //
-// It also offers protocol revision 2 (docs/protocol-rev2-draft.md): grants that carry their
+// It also offers protocol revision 2 (docs/protocol.md): grants that carry their
 // age, Ticket.Extend and Ticket.KeepAlive. They work against servers that offer the
 // revision; no latch server does yet, and against every other server the client is latch/1
 // (see "Revision 2" below).

@@ -1,6 +1,6 @@
 package client
 
-// Protocol revision 2 (docs/protocol-rev2-draft.md): the negotiation in the hellos, and grants
+// Protocol revision 2 (docs/protocol.md): the negotiation in the hellos, and grants
 // that carry their age. The scripted fake server speaks the revision (withLeases); the real
 // server does not offer it yet, so against it the client must stay latch/1.
 

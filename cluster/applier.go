@@ -30,6 +30,10 @@ type applier interface {
 	// (local: there is no other), or once raft confirmed this node still leads (replicated),
 	// with err nil; or with an error of outcome NotLeader. The caller holds the mutex.
 	confirm(fn func(err error, now int64))
+	// features are the cluster-wide features in force (fsm.Features): a single-mode node has
+	// every one this build knows; a cluster node those its applied log switched on. It needs
+	// no lock of the caller's.
+	features() fsm.Features
 }
 
 // localApplier is single mode: the node owns the table and applies each command in place,
@@ -51,6 +55,8 @@ func (a *localApplier) grouped() int { return 0 }
 func (a *localApplier) read(fn func(*fsm.Table)) { fn(a.table) }
 
 func (a *localApplier) confirm(fn func(error, int64)) { fn(nil, a.n.mono(a.n.clock.Now())) }
+
+func (a *localApplier) features() fsm.Features { return fsm.KnownFeatures }
 
 // replicatedApplier is cluster mode: commands are proposed to the replicated log and their
 // results come back, in log order, once the leader applies their entry.
@@ -95,6 +101,11 @@ func (a *replicatedApplier) grouped() int { return len(a.group) }
 
 // read reads the FSM's table (its lock, not the node's, guards it).
 func (a *replicatedApplier) read(fn func(*fsm.Table)) { a.rep.State.Read(fn) }
+
+func (a *replicatedApplier) features() (f fsm.Features) {
+	a.rep.State.Read(func(t *fsm.Table) { f = t.Features() })
+	return f
+}
 
 func (a *replicatedApplier) confirm(fn func(error, int64)) {
 	a.rep.Confirm.Confirm(func(err error) {

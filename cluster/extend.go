@@ -23,10 +23,10 @@ type extOp struct {
 // in its applied log (every member supports it), so that no client ever meets a revision on
 // one node that a leader of another version could not honour.
 func (n *Node) Revisions() uint8 {
-	if n.lane.on {
-		return 0
+	if n.ap.features().Has(fsm.FeatureLeases) {
+		return wire.FlagLeases
 	}
-	return wire.FlagLeases
+	return 0
 }
 
 // extends reports whether this node may apply an extend now. The caller holds n.mu.

@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/outcome"
+	"github.com/latchd/latch/fsm"
 	"github.com/latchd/latch/wire"
 )
 
@@ -115,5 +118,128 @@ func TestReplicatedExtendUnsupportedUntilTheSwitch(t *testing.T) {
 	got := want(t, ra.one(t), wire.OpError, 2)
 	if got.Reason != wire.ReasonUnsupported {
 		t.Fatalf("extend before the switch: E %s, want unsupported", got.Reason)
+	}
+}
+
+// leasesOn switches revision 2 on in log's table, as the leader's feature switch does.
+func leasesOn(t *testing.T, log *fakeLog) {
+	t.Helper()
+	log.Read(func(tb *fsm.Table) {
+		if r := tb.ApplyCommand(fsm.Command{Kind: fsm.CmdEnable, Features: fsm.FeatureLeases}); r.Kind != fsm.Enabled {
+			t.Fatalf("enable: %v", r.Kind)
+		}
+	})
+}
+
+// A leader extends through the log: the answer comes from the entry, the expiry of the
+// extended lease carries the holder's extension count, and the lease ends at its new end.
+func TestReplicatedExtendThroughTheLog(t *testing.T) {
+	h, log, a, ra, tok := leadingWithHolder(t, 5)
+	leasesOn(t, log)
+	if h.n.Revisions() != wire.FlagLeases {
+		t.Fatal("the switch is on in the log, but the node does not serve revision 2")
+	}
+	h.clock.Advance(4 * time.Second)
+	h.extend(a, 2, "k", tok, 10)
+	ra.none(t)                       // not before the entry applied
+	h.clock.Advance(2 * time.Second) // past the first lease while the extend is in the log
+	h.n.Sweep()
+	if cmds := log.commit(); len(cmds) != 1 || cmds[0].Kind != fsm.CmdExtend || cmds[0].Lease != 10 || cmds[0].Token != fsm.Token(tok) {
+		t.Fatalf("entries %s: want only the extend (no expiry of the lease it extends)", kinds(cmds))
+	}
+	want(t, ra.one(t), wire.OpExtend, 2)
+	h.clock.Advance(9 * time.Second) // 15 s: 9 s after the extend applied
+	h.n.Sweep()
+	if n := log.pending(); n != 0 {
+		t.Fatalf("%d proposed before the extended lease ended", n)
+	}
+	h.clock.Advance(time.Second)
+	cmds := log.commit()
+	if len(cmds) != 1 || cmds[0].Kind != fsm.CmdExpire || cmds[0].Extensions != 1 {
+		t.Fatalf("entries %s (%+v): want the expiry of the extended lease, for extension count 1", kinds(cmds), cmds)
+	}
+	if s := h.n.Stats(); s.Keys != 0 {
+		t.Fatalf("stats %+v: the expiry for the right count frees the key", s)
+	}
+}
+
+// An expiry made for a lease before an extend frees nothing after it: the table keeps the
+// extended holder (Stale) and the view resyncs, with the lease restarted in full.
+func TestReplicatedStaleExpiryAfterAnExtend(t *testing.T) {
+	h, log, a, ra, tok := leadingWithHolder(t, 2)
+	leasesOn(t, log)
+	h.extend(a, 2, "k", tok, 30)
+	log.commit()
+	want(t, ra.one(t), wire.OpExtend, 2)
+	// An Expire for count 0, as a leader would have proposed for the first lease, applies now.
+	log.Submit(fsm.Command{Kind: fsm.CmdExpire, Key: []byte("k"), Token: fsm.Token(tok)}, func(r fsm.Result, err error) {
+		if err != nil || r.Kind != fsm.Stale {
+			t.Errorf("expiry for the old lease: %v %v, want Stale", r.Kind, err)
+		}
+	})
+	log.commit()
+	var held bool
+	log.Read(func(tb *fsm.Table) { _, held = tb.Holder([]byte("k")) })
+	if !held {
+		t.Fatal("an expiry made for the lease before the extend freed the extended lock")
+	}
+}
+
+// Extend is refused while the holder is parked (its expiry is in the log), and after that
+// expiry failed and is being retried, although the heap's deadline then lies in the future:
+// a lease that ended is never revived.
+func TestReplicatedExtendNeverRevivesAnEndedLease(t *testing.T) {
+	h, log, a, ra, tok := leadingWithHolder(t, 2)
+	leasesOn(t, log)
+	h.clock.Advance(2 * time.Second)
+	h.n.Sweep() // the expiry is proposed; the holder is parked
+	h.extend(a, 2, "k", tok, 30)
+	log.confirmAll(nil)
+	want(t, ra.one(t), wire.OpNotHeld, 2)
+	log.failAll(outcome.New(outcome.MaybeApplied, errors.New("lost")))
+	h.extend(a, 3, "k", tok, 30) // the expiry is re-armed a second ahead; the lease is over
+	log.confirmAll(nil)
+	want(t, ra.one(t), wire.OpNotHeld, 3)
+	if n := log.pending(); n != 0 {
+		t.Fatalf("%d proposed: an extend of an ended lease went to the log", n)
+	}
+}
+
+// A new leader restarts an extended lease in full with its extended length, and its expiry
+// carries the holder's extension count.
+func TestLeadRestartsExtendedLeaseInFull(t *testing.T) {
+	h, log := newReplicated(t)
+	leasesOn(t, log)
+	log.Read(func(tb *fsm.Table) {
+		tb.ApplyCommand(fsm.Command{Kind: fsm.CmdAcquire, Key: []byte("k"), Lease: 5})
+		tb.ApplyCommand(fsm.Command{Kind: fsm.CmdExtend, Key: []byte("k"), Token: 1, Lease: 60})
+	})
+	h.n.Lead()
+	h.clock.Advance(59 * time.Second)
+	if n := log.pending(); n != 0 {
+		t.Fatalf("%d proposed: the extended lease ended before its full length after a failover", n)
+	}
+	h.clock.Advance(time.Second)
+	if cmds := log.commit(); len(cmds) != 1 || cmds[0].Kind != fsm.CmdExpire || cmds[0].Extensions != 1 {
+		t.Fatalf("entries %s (%+v): want the expiry for extension count 1 at 60 s", kinds(cmds), cmds)
+	}
+}
+
+// An extend whose result arrives while the holder's release is in the log leaves the holder
+// parked: the release frees it, and nothing expires it in between.
+func TestReplicatedExtendThenRelease(t *testing.T) {
+	h, log, a, ra, tok := leadingWithHolder(t, 30)
+	leasesOn(t, log)
+	h.extend(a, 2, "k", tok, 60)
+	h.n.Release(a, 3, []byte("k"), tok)
+	if cmds := log.commit(); len(cmds) != 2 || cmds[0].Kind != fsm.CmdExtend || cmds[1].Kind != fsm.CmdRelease {
+		t.Fatalf("entries %s, want the extend then the release", kinds(cmds))
+	}
+	got := ra.take()
+	if len(got) != 2 || got[0].Op != wire.OpExtend || got[1].Op != wire.OpRelease {
+		t.Fatalf("answers %+v, want L then R", got)
+	}
+	if s := h.n.Stats(); s.Keys != 0 {
+		t.Fatalf("stats %+v: the released key is still in the view", s)
 	}
 }

@@ -26,6 +26,10 @@ import (
 //     log of version 1 and version 2 entries (extends, expiries for
 //     extension counts, invalid extends), the results that commit applied
 //     each to, and the version 2 snapshot it wrote at the end.
+//   - log_features.txt (commit 7ad3526, which added CmdEnable): a log with
+//     Enables among version 1 and version 2 entries, the results that
+//     commit applied each to (with the features of each Enabled), and the
+//     version 3 snapshot it wrote at the end.
 
 // goldenLines returns the lines of a testdata file without its comments.
 func goldenLines(t *testing.T, name string) []string {
@@ -119,18 +123,15 @@ func TestGoldenV1Batches(t *testing.T) {
 // replayGoldenLog applies the log in a testdata file to a new FSM,
 // checking every result against the file and that every entry re-encodes
 // to its bytes, and returns the FSM and the snapshot the file ends with.
-// Results have 5 fields (kind, token, holder token, lease, key) or, with
-// withExtensions, 6 (the holder's extension count before the key).
-func replayGoldenLog(t *testing.T, name string, withExtensions bool) (*FSM, []byte) {
+// Results have nfields fields: 5 (kind, token, holder token, lease, key), 6
+// (the holder's extension count before the key) or 7 (and the features
+// after it).
+func replayGoldenLog(t *testing.T, name string, nfields int) (*FSM, []byte) {
 	t.Helper()
 	lines := goldenLines(t, name)
 	kinds := map[string]ResultKind{}
 	for k := Granted; k <= lastResultKind; k++ {
 		kinds[k.String()] = k
-	}
-	nfields := 5
-	if withExtensions {
-		nfields = 6
 	}
 	f := newFSM(t, 0)
 	var (
@@ -172,8 +173,11 @@ func replayGoldenLog(t *testing.T, name string, withExtensions bool) (*FSM, []by
 				Holder: Holder{Token: Token(goldenUint(t, fields[2], 64)), Lease: uint16(goldenUint(t, fields[3], 16))},
 				Key:    string(goldenHex(t, fields[nfields-1])),
 			}
-			if withExtensions {
+			if nfields >= 6 {
 				want.Holder.Extensions = uint32(goldenUint(t, fields[4], 32))
+			}
+			if nfields >= 7 {
+				want.Features = Features(goldenUint(t, fields[5], 32))
 			}
 			if at >= len(res) || res[at] != want {
 				t.Fatalf("line %d: entry %d result %d = %+v, want %+v", i, index, at, res[min(at, len(res)-1)], want)
@@ -212,7 +216,7 @@ func checkGoldenSnapshot(t *testing.T, f *FSM, snap []byte) {
 // when it was written, to the same state; the snapshot written then
 // restores to that state and is written again byte for byte.
 func TestGoldenV1Log(t *testing.T) {
-	f, snap := replayGoldenLog(t, "log_v1.txt", false)
+	f, snap := replayGoldenLog(t, "log_v1.txt", 5)
 	if snap[8] != snapshotV1 {
 		t.Fatalf("golden snapshot version %d", snap[8])
 	}
@@ -232,7 +236,7 @@ func TestGoldenV1Log(t *testing.T) {
 // existed, replays with exactly its results, re-encodes entry for entry,
 // and its version 2 snapshot restores and is written again byte for byte.
 func TestGoldenV2Log(t *testing.T) {
-	f, snap := replayGoldenLog(t, "log_v2.txt", true)
+	f, snap := replayGoldenLog(t, "log_v2.txt", 6)
 	if snap[8] != snapshotV2 {
 		t.Fatalf("golden snapshot version %d", snap[8])
 	}
@@ -248,5 +252,23 @@ func TestGoldenV2Log(t *testing.T) {
 	})
 	if extended == 0 {
 		t.Fatal("no extended holder in the golden version 2 state")
+	}
+}
+
+// TestGoldenFeaturesLog: a log with Enables replays with exactly its
+// results, re-encodes entry for entry, and its version 3 snapshot restores
+// with the features on and is written again byte for byte.
+func TestGoldenFeaturesLog(t *testing.T) {
+	f, snap := replayGoldenLog(t, "log_features.txt", 7)
+	if snap[8] != snapshotV3 {
+		t.Fatalf("golden snapshot version %d", snap[8])
+	}
+	checkGoldenSnapshot(t, f, snap)
+	if f.Features() != FeatureLeases {
+		t.Fatalf("features %v after the golden log", f.Features())
+	}
+	g := newFSM(t, 0)
+	if err := restore(t, g, snap); err != nil || g.Features() != FeatureLeases {
+		t.Fatalf("restored features %v, %v", g.Features(), err)
 	}
 }

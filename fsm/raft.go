@@ -78,7 +78,8 @@ func NewFSM(floor Token) (*FSM, error) {
 //   - []Result, one per command of the batch, in order;
 //   - an error wrapping ErrHalted, and ErrBatchVersion or
 //     ErrBatchMalformed, if the entry does not decode (a format version
-//     this latch does not read, or not a well-formed batch of its version),
+//     this latch does not read, an Enable of a feature bit it does not
+//     know, or not a well-formed batch of its version),
 //     or if the FSM halted on such an entry before (see Err). Nothing in it
 //     was applied here; a replica that reads it may apply it.
 //
@@ -136,8 +137,9 @@ var ErrHalted = errors.New("fsm: halted, applying nothing more: applying the log
 
 // Err returns nil, or an error wrapping ErrHalted once the FSM has met a
 // log entry it cannot decode, and with it the decode error:
-//   - ErrBatchVersion: a format version this latch does not read (a leader
-//     running a newer latch, during a rolling upgrade). Upgrade this node.
+//   - ErrBatchVersion: a format version this latch does not read, or an
+//     Enable of a feature bit it does not know (a leader running a newer
+//     latch, during a rolling upgrade). Upgrade this node.
 //   - ErrBatchMalformed: not a well-formed batch of its version. No latch
 //     writes one; the log is damaged, or was written by something other
 //     than AppendBatch.

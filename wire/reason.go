@@ -20,7 +20,7 @@ const (
 	ReasonInternal       Reason = "internal"        // a bug; not applied
 )
 
-// ReasonUnsupported is the reason of revision 2 (docs/protocol-rev2-draft.md section 4):
+// ReasonUnsupported is the reason of revision 2 (docs/protocol.md section 5):
 // the node, or the leader it forwards to, does not implement extend. It is definite (the
 // lease was not extended) and answers only an L, only on a connection with FlagLeases.
 // The connection stays.

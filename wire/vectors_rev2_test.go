@@ -12,7 +12,7 @@ import (
 )
 
 // docs/vectors/rev2.json: the test vectors of revision 2 (FlagLeases), described in
-// docs/protocol-rev2-draft.md section 9. They live apart from frames.json and handshake.json,
+// docs/protocol.md section 11. They live apart from frames.json and handshake.json,
 // which stay the latch/1 contract of docs/protocol.md byte for byte. The frames come from the
 // case tables of leases_test.go, the rest from the tables below; as for latch/1, the generator
 // checks every vector against the code before it is written, and TestVectorsRev2 reads the

@@ -2,7 +2,6 @@ package raftnode
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -355,13 +354,8 @@ func (n *Node) settle(e *entry) {
 	case error:
 		// fsm.FSM.Apply answers an error only once it halted (fsm.ErrHalted: an entry it
 		// cannot decode), for an entry that is in the log and that replicas which read it
-		// apply. It no longer answers ErrBatchMalformed without ErrHalted, so the first
-		// branch is never taken.
-		if errors.Is(r, fsm.ErrBatchMalformed) && !errors.Is(r, fsm.ErrHalted) {
-			err = notApplied(r)
-		} else {
-			err = maybeApplied(r)
-		}
+		// may apply: whether this one took effect anywhere is unknown.
+		err = maybeApplied(r)
 	default:
 		err = maybeApplied(fmt.Errorf("unexpected FSM response %T (log index %d)", r, e.index))
 	}

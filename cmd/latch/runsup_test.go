@@ -112,17 +112,24 @@ func TestAcquireGateFailureReleasesBeforeExit(t *testing.T) {
 	if code, out := run(t, nil, "acquire", srv, "--lease", "60s", "gate"); code != 0 {
 		t.Fatalf("acquire: exit %d, %s", code, out)
 	}
-	// A waiter with a 4 s lease that needs 3 s of it: released after 1.5 s of waiting, the
-	// grant has at most 2.5 s left.
-	_, out, done := start(t, nil, "acquire", srv, "--wait", "20s", "--lease", "4s", "--budget", "3s", "gate")
+	// A waiter with a 4 s lease that needs 3 s of it. The grant age gives back its time in
+	// the queue, so the waiter is stopped (SIGSTOP) while its grant is on the way and resumed
+	// 2.5 s later: the ticket then has at most 1.5 s left, and the gate refuses it.
+	cmd, out, done := start(t, nil, "acquire", srv, "--wait", "20s", "--lease", "4s", "--budget", "3s", "gate")
 	for end := time.Now().Add(20 * time.Second); metric(p.http, "latch_waiters") != 1; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatalf("the waiter did not queue within 20 s:\n%s", out.String())
 		}
 	}
-	time.Sleep(1500 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
 	if code, out := run(t, nil, "release", srv, "gate", "1"); code != 0 {
 		t.Fatalf("release: exit %d, %s", code, out)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
 	}
 	code := exitWithin(t, done, 30*time.Second, "acquire", out)
 	if code != exitNotAcquired || !strings.Contains(out.String(), "released again (confirmed)") {
