@@ -59,7 +59,7 @@ var errNoConfiguration = errors.New("the Raft configuration could not be read, o
 // All methods may be called from any goroutine.
 type features struct {
 	log  hclog.Logger
-	mux  *peer.Mux
+	dial dialer // the peer port's dialer, stating no identity
 	id   string
 	rp   *atomic.Pointer[raftnode.Node] // nil until raft is open
 	hold bool                           // Config.HoldLeases: this member does not support it
@@ -71,12 +71,24 @@ type features struct {
 	wg     sync.WaitGroup
 }
 
-func newFeatures(log hclog.Logger, mux *peer.Mux, id string, rp *atomic.Pointer[raftnode.Node], hold bool) *features {
-	return &features{log: log, mux: mux, id: id, rp: rp, hold: hold, gate: make(chan struct{}, 1)}
+// dialer dials channel ch of the peer port at addr.
+type dialer func(ctx context.Context, addr string, ch byte) (net.Conn, error)
+
+// newFeatures returns the switch of member id. cfg is the peer port's Config; the probes
+// state no identity (handshake version 1), which the revised forward channel does not need,
+// so that a node of an older latch rejects each probe once, not once per handshake version.
+func newFeatures(log hclog.Logger, cfg peer.Config, id string, rp *atomic.Pointer[raftnode.Node], hold bool) *features {
+	cfg.ID, cfg.Advertise = "", ""
+	dial := func(ctx context.Context, addr string, ch byte) (net.Conn, error) { return peer.Dial(ctx, addr, ch, cfg) }
+	return &features{log: log, dial: dial, id: id, rp: rp, hold: hold, gate: make(chan struct{}, 1)}
 }
 
-// leases reports whether the switch is on in this node's applied log.
+// leases reports whether the switch is on in this node's applied log. A nil features (a
+// membership built without one, in tests) has it off and guards nothing.
 func (f *features) leases() bool {
+	if f == nil {
+		return false
+	}
 	r := f.rp.Load()
 	if r == nil {
 		return false
@@ -171,7 +183,7 @@ func (f *features) enable(ctx context.Context) error {
 			self = true
 			continue
 		}
-		if err := probeLeases(ctx, f.mux, s.Addr); err != nil {
+		if err := probeLeases(ctx, f.dial, s.Addr); err != nil {
 			return fmt.Errorf("%s %s at %s: %w", s.Suffrage, s.ID, s.Addr, err)
 		}
 	}
@@ -217,6 +229,9 @@ func submitWait(ctx context.Context, r *raftnode.Node, cmd fsm.Command) (fsm.Res
 // runs) may still enter as a nonvoter, which neither votes nor leads; proven keeps its vote
 // back until it answers.
 func (f *features) admit(ctx context.Context, id, addr string) (release func(), err error) {
+	if f == nil {
+		return func() {}, nil
+	}
 	select {
 	case f.gate <- struct{}{}:
 	case <-ctx.Done():
@@ -226,7 +241,7 @@ func (f *features) admit(ctx context.Context, id, addr string) (release func(), 
 	if !f.leases() {
 		return release, nil
 	}
-	switch err = probeLeases(ctx, f.mux, addr); {
+	switch err = probeLeases(ctx, f.dial, addr); {
 	case err == nil:
 	case errors.Is(err, peer.ErrRejected):
 		release()
@@ -244,10 +259,13 @@ func (f *features) admit(ctx context.Context, id, addr string) (release func(), 
 // that while the switch is on no answer counts until the node at addr has shown that it
 // serves revision 2: without that it stays a nonvoter.
 func (f *features) proven(addr string, lastIndex func(context.Context) (uint64, error)) func(context.Context) (uint64, error) {
+	if f == nil {
+		return lastIndex
+	}
 	shown := false
 	return func(ctx context.Context) (uint64, error) {
 		if !shown && f.leases() {
-			if err := probeLeases(ctx, f.mux, addr); err != nil {
+			if err := probeLeases(ctx, f.dial, addr); err != nil {
 				return 0, fmt.Errorf("it has not shown that it serves protocol revision 2, which the cluster runs (it gets no vote before): %w", err)
 			}
 			shown = true
@@ -261,10 +279,10 @@ func (f *features) proven(addr string, lastIndex func(context.Context) (uint64, 
 // session of revision 2 answered; an error wrapping peer.ErrRejected means the node's peer
 // port refused the channel (a latch without the revision), any other error that it could not
 // be asked.
-func probeLeases(ctx context.Context, mux *peer.Mux, addr string) error {
+func probeLeases(ctx context.Context, dial dialer, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	nc, err := mux.Dial(ctx, addr, peer.ChannelForwardLeases)
+	nc, err := dial(ctx, addr, peer.ChannelForwardLeases)
 	if err != nil {
 		return err
 	}

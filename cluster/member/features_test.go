@@ -184,17 +184,17 @@ func TestFeatureSwitch(t *testing.T) {
 func TestProbeLeases(t *testing.T) {
 	ms := startCluster(t, 1)
 	held := startLone(t, "h", true)
-	mux := ms[0].m.mux
+	dialOf := func(m *Member) dialer { return m.feat.dial }
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	if err := probeLeases(ctx, mux, held.m.adv); !errors.Is(err, peer.ErrRejected) {
+	if err := probeLeases(ctx, dialOf(ms[0].m), held.m.adv); !errors.Is(err, peer.ErrRejected) {
 		t.Fatalf("probe of a member that holds revision 2 back: %v, want ErrRejected", err)
 	}
-	if err := probeLeases(ctx, held.m.mux, ms[0].m.adv); err != nil {
+	if err := probeLeases(ctx, dialOf(held.m), ms[0].m.adv); err != nil {
 		t.Fatalf("probe of a member that serves revision 2: %v", err)
 	}
 	nowhere := clustertest.FreePorts(t, 1)[0]
-	if err := probeLeases(ctx, mux, nowhere); err == nil || errors.Is(err, peer.ErrRejected) {
+	if err := probeLeases(ctx, dialOf(ms[0].m), nowhere); err == nil || errors.Is(err, peer.ErrRejected) {
 		t.Fatalf("probe of an address where nothing listens: %v, want an error that is no refusal", err)
 	}
 }

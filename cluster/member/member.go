@@ -116,7 +116,7 @@ func (m *Member) listen(hasState bool) (*peer.StreamLayer, error) {
 		return nil, fmt.Errorf("--advertise: %w", err)
 	}
 	m.mux = mux
-	m.feat = newFeatures(m.log.Named("features"), mux, m.id, &m.rp, m.cfg.HoldLeases)
+	m.feat = newFeatures(m.log.Named("features"), pcfg, m.id, &m.rp, m.cfg.HoldLeases)
 	if m.cfg.HoldLeases {
 		_ = mux.Listener(peer.ChannelForwardLeases).Close() // dials of it are refused from now on
 	}
