@@ -119,8 +119,13 @@ func TestFeatureSwitch(t *testing.T) {
 		holder.m.Raft().StepDown(context.Background())
 		leader, _ = leaderOf(t, ms)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
+	// Each phase has a deadline of its own: the waits between them are not bounded by it.
+	phase := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	ctx := phase()
 	if err := leader.m.Admin().RemoveMember(ctx, "m2"); err != nil {
 		t.Fatalf("remove m2: %v", err)
 	}
@@ -140,6 +145,7 @@ func TestFeatureSwitch(t *testing.T) {
 	// A member that refuses the revised channel is refused, through a follower and at the
 	// leader, before anything changes.
 	old := startLone(t, "m3", true)
+	ctx = phase()
 	for _, via := range ms[:2] {
 		err := via.m.Admin().AddMember(ctx, "m3", old.m.adv, true)
 		if !errors.Is(err, outcome.ErrRejected) || !strings.Contains(err.Error(), "does not serve it") {
@@ -158,7 +164,7 @@ func TestFeatureSwitch(t *testing.T) {
 	// One that cannot be asked (nothing runs at its address yet) enters as a nonvoter, and
 	// the catch-up wait gives it no vote.
 	nowhere := clustertest.FreePorts(t, 1)[0]
-	short, cancelShort := context.WithTimeout(ctx, catchUpMargin+2*time.Second)
+	short, cancelShort := context.WithTimeout(context.Background(), catchUpMargin+5*time.Second)
 	defer cancelShort()
 	err := leader.m.Admin().AddMember(short, "m4", nowhere, true)
 	if err == nil || !strings.Contains(err.Error(), "revision 2") {
@@ -173,7 +179,7 @@ func TestFeatureSwitch(t *testing.T) {
 	if suffrage != "nonvoter" {
 		t.Fatalf("m4 is %q in %+v, want a nonvoter", suffrage, leader.m.Raft().Servers())
 	}
-	if err := leader.m.Admin().RemoveMember(ctx, "m4"); err != nil {
+	if err := leader.m.Admin().RemoveMember(phase(), "m4"); err != nil {
 		t.Fatalf("remove m4: %v", err)
 	}
 }
