@@ -31,14 +31,14 @@ import (
 //
 // How a server reports support: its peer port serves the revised forward channel
 // (peer.ChannelForwardLeases), which exactly the builds that apply Enable and Extend serve
-// (cluster/member serves it from the start, always). The leader dials that channel of each
-// configured server and pings on it (probeLeases): a P back means that server's mux knows the
-// channel and a session of revision 2 answers on it. A latch without the revision rejects the
-// channel in the handshake (peer.ErrRejected); a server that is down or unreachable cannot
-// be shown to support it, and the switch waits for it (or for its removal). Asking costs one
-// peer handshake per server every featureProbeEvery, only while the switch is off on a
-// leader; it needs nothing from an older latch but the verdict it already gives, and no new
-// admin call (an older admin channel could not answer one).
+// (cluster/member serves it from the start, unless Config.HoldLeases). The leader dials that
+// channel of each configured server and pings on it (probeLeases): a P back means that
+// server's mux knows the channel and a session of revision 2 answers on it. A latch without
+// the revision rejects the channel in the handshake (peer.ErrRejected); a server that is
+// down or unreachable cannot be shown to support it, and the switch waits for it (or for its
+// removal). Asking costs one peer handshake per server every featureProbeEvery, only while
+// the switch is off on a leader; it needs nothing from an older latch but the verdict it
+// already gives, and no new admin call (an older admin channel could not answer one).
 //
 // Races: the probe and the commit of Enable run under gate, and so does every membership
 // change this node makes (membership.AddMember), so no server can enter the configuration
@@ -79,7 +79,9 @@ type dialer func(ctx context.Context, addr string, ch byte) (net.Conn, error)
 // so that a node of an older latch rejects each probe once, not once per handshake version.
 func newFeatures(log hclog.Logger, cfg peer.Config, id string, rp *atomic.Pointer[raftnode.Node], hold bool) *features {
 	cfg.ID, cfg.Advertise = "", ""
-	dial := func(ctx context.Context, addr string, ch byte) (net.Conn, error) { return peer.Dial(ctx, addr, ch, cfg) }
+	dial := func(ctx context.Context, addr string, ch byte) (net.Conn, error) {
+		return peer.Dial(ctx, addr, ch, cfg)
+	}
 	return &features{log: log, dial: dial, id: id, rp: rp, hold: hold, gate: make(chan struct{}, 1)}
 }
 
