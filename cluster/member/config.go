@@ -77,7 +77,7 @@ type Config struct {
 	// cluster's feature switch (features.go) stays off while it is a member, and the cluster
 	// can still be rolled back to a latch without the revision. Followers forward to it in
 	// latch/1 while it leads. Once the switch is on, it only makes the links to this member
-	// latch/1 (the switch is one-way). cmd/latch has no flag for it yet; tests set it.
+	// latch/1 (the switch is one-way). latch server --hold-leases.
 	HoldLeases bool
 
 	// Admin is what admin calls on HTTP are checked against (AdminOptions' verifier): the

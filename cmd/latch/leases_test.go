@@ -207,3 +207,32 @@ func TestGrantAgeAcrossAFailover(t *testing.T) {
 		t.Fatal("the waiter was not answered within 90 s of the leader's stop")
 	}
 }
+
+// latch server --hold-leases keeps the cluster's feature switch off while that node is a
+// member: through several of the leader's probe rounds, no node switches revision 2 on and
+// no client meets it.
+func TestHoldLeasesKeepsTheSwitchOff(t *testing.T) {
+	clustertest.Slow(t, "starts three processes")
+	tc := startClusterWith(t, 3, func(i int) []string {
+		if i == 2 {
+			return []string{"--hold-leases"}
+		}
+		return nil
+	})
+	l := tc.leader()
+	time.Sleep(10 * time.Second) // three probe rounds (every 3 s)
+	for i := range tc.procs {
+		if on, err := tc.leases(i); err != nil || on {
+			t.Fatalf("node %d: revision 2 on %v (%v) while n3 holds it back", i+1, on, err)
+		}
+	}
+	cl := newPlainClient(t, tc.procs[l].listen)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := cl.Stats(); st.ConnsRevised != 0 {
+		t.Fatalf("stats %+v: a connection carries revision 2 while the switch is off", st)
+	}
+}
