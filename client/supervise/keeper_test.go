@@ -93,13 +93,13 @@ func (c *testClock) nextTimer() time.Time {
 	return next
 }
 
-// hang is a fake extend result: no answer until the attempt's bound, then ErrIndeterminate.
-var hang = errors.New("hang")
+// errHang is a fake extend result: no answer until the attempt's bound, then ErrIndeterminate.
+var errHang = errors.New("errHang")
 
 // attempt is one call of fakeLease.Extend: when it began and when its bound ended it.
 type attempt struct{ at, end time.Duration }
 
-// fakeLease is an Extender on a testClock. results[i] is the i-th attempt's result (hang: no
+// fakeLease is an Extender on a testClock. results[i] is the i-th attempt's result (errHang: no
 // answer within its bound); after them, every attempt succeeds, until stopAfter attempts,
 // when it cancels the run. Success ends the lease lease after the attempt began; an unknown
 // outcome makes it the earlier of that and the old end, as the client counts it.
@@ -128,7 +128,7 @@ func (f *fakeLease) Extend(ctx context.Context, lease time.Duration) error {
 	}
 	end := start.Add(f.lease)
 	switch {
-	case err == hang:
+	case err == errHang:
 		f.clock.advance(f.clock.nextTimer().Sub(start)) // the attempt's bound: it cancels ctx
 		if ctx.Err() == nil {
 			panic("the attempt's context did not end at its bound")
@@ -208,7 +208,7 @@ func TestKeeperExtendsEveryPeriod(t *testing.T) {
 // Period and by the SIGTERM; none begins at or after the SIGTERM, and the Keeper then stops
 // without a change: the lease's end stops the command.
 func TestKeeperUnansweredAttemptsEndAtTheTerm(t *testing.T) {
-	f := &fakeLease{results: []error{hang, hang, hang, hang, hang, hang}}
+	f := &fakeLease{results: []error{errHang, errHang, errHang, errHang, errHang, errHang}}
 	calls, changes := keep(t, f, Schedule{}, 30*time.Second, nil)
 	termAt := 20 * time.Second
 	if len(calls) < 2 || len(calls) > 4 {
@@ -227,7 +227,7 @@ func TestKeeperUnansweredAttemptsEndAtTheTerm(t *testing.T) {
 // An unknown outcome of an extend with a shorter lease moves the deadline, and the round's
 // end, earlier.
 func TestKeeperUnknownShorterLeaseMovesEarlier(t *testing.T) {
-	f := &fakeLease{lease: 20 * time.Second, results: []error{hang}, stopAfter: 2}
+	f := &fakeLease{lease: 20 * time.Second, results: []error{errHang}, stopAfter: 2}
 	calls, changes := keep(t, f, Schedule{}, 30*time.Second, nil)
 	if len(changes) < 1 || changes[0].Kind != Earlier || !changes[0].Deadline.Equal(at(calls[0].at+20*time.Second)) {
 		t.Fatalf("changes %+v, want Earlier to the first attempt's start plus 20 s", changes)
