@@ -11,7 +11,7 @@ import (
 
 // Extend gives the ticket's lock a new lease, counted from when the extend is written: lease
 // is rounded up to whole seconds and must then be 1..3600 s (0 means DefaultLease), as for
-// Acquire. It needs protocol revision 2 (docs/protocol-rev2-draft.md section 6) and goes out
+// Acquire. It needs protocol revision 2 (docs/protocol.md section 7) and goes out
 // on any connection of the pool that carries it; the token stays the same. It has IOTimeout
 // from the call, resends included, and never goes past the ticket's deadline: nothing is sent
 // at or after it. ctx may shorten that. One extend of a ticket is in flight at a time.

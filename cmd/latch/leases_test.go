@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/latchd/latch/client"
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 // waiterKeepsItsLease has a holder take key with a 2 s lease on servers, then a waiter ask
@@ -61,4 +63,156 @@ func TestWaiterKeepsItsLeaseSingleMode(t *testing.T) {
 	t.Parallel()
 	p := startServer(t, nil, "--mode", "single")
 	waiterKeepsItsLease(t, "lease/single", []string{p.listen}, []string{p.listen})
+}
+
+// awaitLeases waits until a fresh client of addr negotiates revision 2: the cluster's feature
+// switch is committed and addr serves it.
+func awaitLeases(t *testing.T, addr string) {
+	t.Helper()
+	for end := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		cl, err := client.New(client.Config{Servers: []string{addr}, Conns: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = cl.Ping(ctx)
+		cancel()
+		revised := cl.Stats().ConnsRevised
+		cl.Close()
+		if err == nil && revised > 0 {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s does not serve revision 2 within 60 s of the cluster's start (ping: %v)", addr, err)
+		}
+	}
+}
+
+// A three-node cluster of this build switches revision 2 on, and a waiter keeps its lease
+// whether it asks the leader or a follower.
+func TestWaiterKeepsItsLeaseInACluster(t *testing.T) {
+	clustertest.Slow(t, "starts three processes")
+	tc := startTestCluster(t, 3)
+	l := tc.leader()
+	f := (l + 1) % 3
+	awaitLeases(t, tc.procs[l].listen)
+	awaitLeases(t, tc.procs[f].listen)
+	waiterKeepsItsLease(t, "lease/leader", []string{tc.procs[l].listen}, []string{tc.procs[l].listen})
+	waiterKeepsItsLease(t, "lease/follower", []string{tc.procs[f].listen}, []string{tc.procs[f].listen})
+}
+
+// A holder that asks through a follower keeps its lock across a kill -9 of the leader by
+// extending: attempts during the election may fail or be unknown, a resend is safe, and once
+// a new leader leads an extend is confirmed; the lock outlives its first lease, and nobody
+// else gets it meanwhile.
+func TestExtendThroughAFollowerAcrossALeaderKill(t *testing.T) {
+	clustertest.Slow(t, "starts three processes and kills the leader")
+	tc := startTestCluster(t, 3)
+	l := tc.leader()
+	f := (l + 1) % 3
+	awaitLeases(t, tc.procs[f].listen)
+	cl, err := client.New(client.Config{Servers: []string{tc.procs[f].listen}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tk, err := cl.Acquire(ctx, "extend/failover", 0, client.AcquireOptions{Lease: 15 * time.Second})
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	firstEnd := tk.CurrentDeadline()
+	tc.procs[l].kill(t)
+	confirmed := false
+	var errs []error
+	for end := time.Now().Add(45 * time.Second); !confirmed && time.Now().Before(end) && time.Now().Before(tk.CurrentDeadline()); time.Sleep(500 * time.Millisecond) {
+		err := tk.Extend(ctx, time.Minute)
+		switch {
+		case err == nil:
+			confirmed = true
+		case errors.Is(err, client.ErrIndeterminate), errors.Is(err, client.ErrUnavailable), errors.Is(err, client.ErrTimeout):
+			errs = append(errs, err) // the election: send it again
+		default:
+			t.Fatalf("extend during the failover: %v (after %v)", err, errs)
+		}
+	}
+	if !confirmed {
+		t.Fatalf("no extend was confirmed before the ticket's deadline; attempts: %v", errs)
+	}
+	if !tk.CurrentDeadline().After(firstEnd) {
+		t.Fatalf("deadline %v after a confirmed extend, not past the first lease's %v", tk.CurrentDeadline(), firstEnd)
+	}
+	// Past the first lease (and well inside the extended one), the lock is still held.
+	time.Sleep(time.Until(firstEnd.Add(time.Second)))
+	if time.Now().After(tk.CurrentDeadline()) {
+		t.Fatalf("the extended lease (to %v) ended before the check", tk.CurrentDeadline())
+	}
+	other, err := client.New(client.Config{Servers: []string{tc.procs[f].listen}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Acquire(ctx, "extend/failover", 0, client.AcquireOptions{}); !errors.Is(err, client.ErrTimeout) {
+		t.Fatalf("acquire by another past the first lease: %v, want ErrTimeout (the extended lock is held)", err)
+	}
+	if err := tk.Release(ctx); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+}
+
+// A waiter queued at the leader when it is killed is retried by its client with the new
+// leader, which restarts the holder's lease in full; when it is granted, its ticket still has
+// its whole lease left (the new leader counts its age from its own read).
+func TestGrantAgeAcrossAFailover(t *testing.T) {
+	clustertest.Slow(t, "starts three processes and kills the leader")
+	tc := startTestCluster(t, 3)
+	l := tc.leader()
+	var others []string
+	for i, p := range tc.procs {
+		if i != l {
+			others = append(others, p.listen)
+		}
+	}
+	awaitLeases(t, tc.procs[l].listen)
+	for _, a := range others {
+		awaitLeases(t, a)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	holder, err := client.New(client.Config{Servers: []string{tc.procs[l].listen}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := holder.Acquire(ctx, "age/failover", 0, client.AcquireOptions{Lease: 3 * time.Second}); err != nil {
+		t.Fatalf("holder: %v", err)
+	}
+	waiter, err := client.New(client.Config{Servers: append([]string{tc.procs[l].listen}, others...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	type result struct {
+		tk  *client.Ticket
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		tk, err := waiter.Acquire(ctx, "age/failover", 0, client.AcquireOptions{Wait: 60 * time.Second, Lease: 10 * time.Second})
+		done <- result{tk, err}
+	}()
+	time.Sleep(time.Second) // the waiter is queued at the leader
+	tc.procs[l].kill(t)
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("waiter across the failover: %v", r.err)
+		}
+		if left := r.tk.Remaining(); left < 9*time.Second {
+			t.Fatalf("the waiter granted after the failover has %v of its 10 s lease left, want at least 9 s", left)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("the waiter was not answered within 90 s of the leader's kill")
+	}
 }
