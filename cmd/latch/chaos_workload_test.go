@@ -289,7 +289,10 @@ func chaosResult(err error) (history.Result, string) {
 	case errors.Is(err, client.ErrNotHeld): // an extend's N too (ErrTicketLost)
 		return history.NotHeld, ""
 	case errors.Is(err, client.ErrUnsupported):
-		return history.Unsupported, ""
+		if strings.Contains(err.Error(), "no connection of the pool carries") {
+			return history.Unsupported, "nothing sent: no connection carries revision 2"
+		}
+		return history.Unsupported, "answered E unsupported"
 	case errors.Is(err, client.ErrTicketEnded), errors.Is(err, client.ErrTicketLost), errors.Is(err, client.ErrTicketUnconfirmed):
 		return history.Ended, ""
 	}

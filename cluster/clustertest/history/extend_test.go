@@ -34,7 +34,7 @@ func extended() History {
 
 			{Worker: 3, Kind: Acquire, Key: "f", Start: msd(10), End: msd(20), Result: OK, Token: 2, Deadline: msd(3000)},
 			{Worker: 3, Kind: Extend, Key: "f", Token: 2, Lease: 3 * sec, Start: msd(1990), End: msd(2005), Result: OK, Deadline: msd(5000)},
-			{Worker: 3, Kind: Extend, Key: "f", Token: 2, Lease: 3 * sec, Start: msd(3000), End: msd(3005), Result: Unsupported, Deadline: msd(5000)},
+			{Worker: 3, Kind: Extend, Key: "f", Token: 2, Lease: 3 * sec, Start: msd(3000), End: msd(3005), Result: Unsupported, Deadline: msd(5000), Why: "answered E unsupported"},
 			{Worker: 3, Kind: Extend, Key: "f", Token: 2, Lease: 3 * sec, Start: msd(5100), End: msd(5100), Result: Ended, Deadline: msd(5000)},
 			{Worker: 4, Kind: Acquire, Key: "f", Start: msd(2500), End: msd(5001), Result: OK, Token: 3, Deadline: msd(8000)},
 			{Worker: 3, Kind: Release, Key: "f", Token: 2, Start: msd(5200), End: msd(5210), Result: NotHeld, Deadline: msd(5000)},
@@ -297,7 +297,7 @@ func TestSummaryExtends(t *testing.T) {
 		t.Fatalf("extends counted as acquires: %+v", s)
 	}
 	text := s.String()
-	for _, want := range []string{"extends: 8, confirmed 4, unsupported 1 (revision 2 never seen on every node)", "holds extended 2, kept through a fault 1, longest 6.59s"} {
+	for _, want := range []string{"extends: 8, confirmed 4, unsupported 1: answered E unsupported 1 (revision 2 never seen on every node)", "holds extended 2, kept through a fault 1, longest 6.59s"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("summary lacks %q:\n%s", want, text)
 		}

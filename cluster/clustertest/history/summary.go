@@ -19,8 +19,10 @@ type Summary struct {
 	// Extends: extend calls, those confirmed (OK), and those answered unsupported (the cluster
 	// did not serve revision 2). HoldsExtended: holds with a confirmed extend; of those,
 	// HoldsKeptThroughFault had one confirmed after a fault began during the hold.
-	// LongestExtendedHold is the longest of them.
+	// LongestExtendedHold is the longest of them. UnsupportedWhy counts the unsupported ones
+	// by Why.
 	Extends, ExtendsConfirmed, ExtendsUnsupported int
+	UnsupportedWhy                                map[string]int
 	HoldsExtended, HoldsKeptThroughFault          int
 	LongestExtendedHold                           time.Duration
 	// LeasesOn: when every node was seen serving revision 2 (0: never).
@@ -57,7 +59,7 @@ func Summarize(h History, bound time.Duration) Summary {
 		bound = DefaultRecoveryBound
 	}
 	s := Summary{Seed: h.Seed, Nodes: h.Nodes, Duration: h.End, Ops: map[string]int{}, LeasesOn: h.LeasesOn,
-		IndeterminateWhy: map[string]int{}, IndeterminateDuring: map[string]int{}}
+		UnsupportedWhy: map[string]int{}, IndeterminateWhy: map[string]int{}, IndeterminateDuring: map[string]int{}}
 	for _, op := range h.Ops {
 		s.Ops[string(op.Kind)+" "+string(op.Result)]++
 		if op.Kind == Extend {
@@ -67,6 +69,7 @@ func Summarize(h History, bound time.Duration) Summary {
 				s.ExtendsConfirmed++
 			case Unsupported:
 				s.ExtendsUnsupported++
+				s.UnsupportedWhy[op.Why]++
 			}
 		}
 		switch {
@@ -203,8 +206,12 @@ func (s Summary) String() string {
 	if s.LeasesOn != 0 {
 		on = "on at " + s.LeasesOn.Round(time.Millisecond).String()
 	}
-	fmt.Fprintf(&b, "extends: %d, confirmed %d, unsupported %d (revision 2 %s); holds extended %d, kept through a fault %d, longest %s\n",
-		s.Extends, s.ExtendsConfirmed, s.ExtendsUnsupported, on, s.HoldsExtended, s.HoldsKeptThroughFault, s.LongestExtendedHold.Round(time.Millisecond))
+	why := ""
+	if s.ExtendsUnsupported > 0 {
+		why = ": " + counts(s.UnsupportedWhy)
+	}
+	fmt.Fprintf(&b, "extends: %d, confirmed %d, unsupported %d%s (revision 2 %s); holds extended %d, kept through a fault %d, longest %s\n",
+		s.Extends, s.ExtendsConfirmed, s.ExtendsUnsupported, why, on, s.HoldsExtended, s.HoldsKeptThroughFault, s.LongestExtendedHold.Round(time.Millisecond))
 	fmt.Fprintf(&b, "releases and extends sent >= %s before the deadline answered N, not violations: after the deadline (delayed past it) %d, to a resend %d\n",
 		DefaultNotHeldMargin, s.NotHeldDelayed, s.NotHeldResent)
 	fmt.Fprintf(&b, "node starts: %d, failed %d\n", s.NodeStarts, s.NodeStartFailed)
