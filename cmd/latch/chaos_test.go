@@ -136,6 +136,8 @@ func TestClusterChaos(t *testing.T) {
 			sum.Extends, sum.ExtendsUnsupported, on)
 	case sum.HoldsExtended == 0:
 		t.Errorf("%d extends confirmed, but no believed hold was extended", sum.ExtendsConfirmed)
+	case sum.HoldsKeptThroughFault == 0 && cfg.Duration >= chaosDefaultDuration:
+		t.Errorf("%d holds extended, none kept through a fault (an extend confirmed after a fault began during the hold)", sum.HoldsExtended)
 	}
 	if cfg.Duration >= chaosDefaultDuration {
 		seen := map[string]bool{}
