@@ -34,6 +34,9 @@ type applier interface {
 	// every one this build knows; a cluster node those its applied log switched on. It needs
 	// no lock of the caller's.
 	features() fsm.Features
+	// offered are the features the node offers clients: features, and in cluster mode those
+	// the member remembers were switched on (Replicated.Remembered). No lock either.
+	offered() fsm.Features
 }
 
 // localApplier is single mode: the node owns the table and applies each command in place,
@@ -57,6 +60,8 @@ func (a *localApplier) read(fn func(*fsm.Table)) { fn(a.table) }
 func (a *localApplier) confirm(fn func(error, int64)) { fn(nil, a.n.mono(a.n.clock.Now())) }
 
 func (a *localApplier) features() fsm.Features { return fsm.KnownFeatures }
+
+func (a *localApplier) offered() fsm.Features { return fsm.KnownFeatures }
 
 // replicatedApplier is cluster mode: commands are proposed to the replicated log and their
 // results come back, in log order, once the leader applies their entry.
@@ -104,6 +109,14 @@ func (a *replicatedApplier) read(fn func(*fsm.Table)) { a.rep.State.Read(fn) }
 
 func (a *replicatedApplier) features() (f fsm.Features) {
 	a.rep.State.Read(func(t *fsm.Table) { f = t.Features() })
+	return f
+}
+
+func (a *replicatedApplier) offered() fsm.Features {
+	f := a.features()
+	if a.rep.Remembered != nil {
+		f |= a.rep.Remembered()
+	}
 	return f
 }
 

@@ -63,6 +63,12 @@ type Replicated struct {
 	// in one group, which shares one log entry; at most the proposer's MaxBatch (256).
 	// 0 means DefaultExpiryGroup.
 	ExpiryGroup int
+
+	// Remembered, if set, is the cluster features this member saw switched on before (its
+	// data dir keeps them; the switch is one-way): offered to clients with those of the
+	// applied log, so that a restarted node does not offer latch/1 until its log is replayed.
+	// An extend is applied only when the leader's applied log has the switch.
+	Remembered func() fsm.Features
 }
 
 // Defaults of the expiry lane: 2048 expiries in flight (with their grants at most a quarter

@@ -22,15 +22,19 @@ type extOp struct {
 // serves revision 2 from the start; a cluster node once the cluster's feature switch is on
 // in its applied log (every member supports it), so that no client ever meets a revision on
 // one node that a leader of another version could not honour.
+//
+// A restarted cluster node also offers what its member remembers was switched on
+// (Replicated.Remembered), before its log is replayed that far: the switch is one-way.
 func (n *Node) Revisions() uint8 {
-	if n.ap.features().Has(fsm.FeatureLeases) {
+	if n.ap.offered().Has(fsm.FeatureLeases) {
 		return wire.FlagLeases
 	}
 	return 0
 }
 
-// extends reports whether this node may apply an extend now. The caller holds n.mu.
-func (n *Node) extends() bool { return n.Revisions()&wire.FlagLeases != 0 }
+// extends reports whether this node may apply an extend now: only when its applied log has
+// the switch (or in single mode). The caller holds n.mu.
+func (n *Node) extends() bool { return n.ap.features().Has(fsm.FeatureLeases) }
 
 // Extend decides an extend frame (revision 2, docs/protocol.md section 7): L when token holds
 // key with a lease that has not ended on this node's clock, and the extend applied; N

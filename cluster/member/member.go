@@ -18,6 +18,7 @@ import (
 	"github.com/latchd/latch/cluster/peer"
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/cluster/server"
+	"github.com/latchd/latch/fsm"
 	"github.com/latchd/latch/wire"
 )
 
@@ -25,18 +26,21 @@ import (
 // the forwarding link to the leader and the client-protocol server. Serve client
 // connections with Server().Serve; Stop ends it all.
 type Member struct {
-	cfg      Config
-	log      hclog.Logger
-	node     *cluster.Node
-	srv      *server.Server
-	mux      *peer.Mux
-	link     *forward.Link
-	feat     *features // the cluster's feature switch (features.go)
-	adapter  *raftAdapter
-	rp       atomic.Pointer[raftnode.Node] // nil until raft is open
-	raft     *raftnode.Node
-	id, adv  string
-	stopJoin context.CancelFunc
+	cfg  Config
+	log  hclog.Logger
+	node *cluster.Node
+	srv  *server.Server
+	mux  *peer.Mux
+	link *forward.Link
+	feat *features // the cluster's feature switch (features.go)
+	// stopRemember ends the watch that keeps the switched-on features in the data dir
+	// (remember.go).
+	stopRemember context.CancelFunc
+	adapter      *raftAdapter
+	rp           atomic.Pointer[raftnode.Node] // nil until raft is open
+	raft         *raftnode.Node
+	id, adv      string
+	stopJoin     context.CancelFunc
 }
 
 // Start starts a member: it opens the peer port, decides whether to bootstrap (asking the
@@ -58,9 +62,13 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if m.cfg.Node.Metrics == nil {
 		m.cfg.Node.Metrics = cluster.NewMetrics()
 	}
+	rem, err := loadRemembered(dir, m.log.Named("features"))
+	if err != nil {
+		return nil, err
+	}
 	adapter := &raftAdapter{}
 	m.adapter = adapter
-	m.cfg.Node.Replicated = &cluster.Replicated{Propose: adapter, State: adapter, Confirm: adapter}
+	m.cfg.Node.Replicated = &cluster.Replicated{Propose: adapter, State: adapter, Confirm: adapter, Remembered: rem.get}
 	if m.node, err = cluster.NewNode(m.cfg.Node); err != nil {
 		return nil, err
 	}
@@ -94,6 +102,12 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	go m.serveForwarded(peer.ChannelForward, 0)
 	go m.serveForwarded(peer.ChannelForwardLeases, wire.FlagLeases)
 	go m.node.Run()
+	rctx, stopRemember := context.WithCancel(context.Background())
+	m.stopRemember = stopRemember
+	go rem.watch(rctx, func() (f fsm.Features) {
+		adapter.Read(func(t *fsm.Table) { f = t.Features() })
+		return f
+	})
 	if cfg.Join != "" && !bootstrap {
 		m.startJoin()
 	}
@@ -295,6 +309,7 @@ func (m *Member) Stop(ctx context.Context) error {
 		m.stopJoin()
 	}
 	m.feat.close()
+	m.stopRemember()
 	m.link.Close()
 	if err := m.raft.Shutdown(ctx); err != nil {
 		m.log.Warn("raft shutdown", "error", err)

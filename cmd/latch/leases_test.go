@@ -3,11 +3,16 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/latchd/latch/client"
 	"github.com/latchd/latch/cluster/clustertest"
+	"github.com/latchd/latch/wire"
+	"github.com/latchd/latch/wire/wiretest"
 )
 
 // waiterKeepsItsLease has a holder take key with a 5 s lease on servers, then a waiter ask
@@ -234,5 +239,32 @@ func TestHoldLeasesKeepsTheSwitchOff(t *testing.T) {
 	}
 	if st := cl.Stats(); st.ConnsRevised != 0 {
 		t.Fatalf("stats %+v: a connection carries revision 2 while the switch is off", st)
+	}
+}
+
+// A node restarted after a kill -9 of the whole cluster offers revision 2 to its first
+// client connection, before any leader is elected (its data dir remembers that the switch
+// was on): a connection made then would otherwise be latch/1 for its whole life.
+func TestRestartedNodeOffersRevision2AtOnce(t *testing.T) {
+	clustertest.Slow(t, "starts three processes twice")
+	tc := startTestCluster(t, 3)
+	tc.leader()
+	tc.awaitLeasesOn()
+	for i := range tc.procs {
+		path := filepath.Join(tc.dataDir, fmt.Sprintf("n%d", i+1), "features")
+		clustertest.Eventually(t, 30*time.Second, path+" written", func() bool {
+			_, err := os.Stat(path)
+			return err == nil
+		})
+	}
+	for _, p := range tc.procs {
+		p.kill(t)
+	}
+	// One node alone: no quorum, no leader, its log not replayed past its snapshot.
+	tc.procs[0] = startServerOf(t, "", nil, tc.args[0]...)
+	c := wiretest.Dial(t, tc.procs[0].listen)
+	c.Send(t, wiretest.Hello(wire.Version, wire.FlagLeases, [wire.NonceSize]byte{1}))
+	if h := c.Next(t); h.Op != wire.OpHello || h.Hello.Flags&wire.FlagLeases == 0 {
+		t.Fatalf("the restarted node's hello %s: want revision 2 echoed", wiretest.Describe(h))
 	}
 }
