@@ -5,10 +5,10 @@
 // lock may be held. docs/protocol.md describes the wire protocol and these rules for
 // clients in other languages, with test vectors in docs/vectors.
 //
-// It also offers protocol revision 2 (docs/protocol-rev2-draft.md): grants that carry their
+// It also offers protocol revision 2 (docs/protocol.md): grants that carry their
 // age, Ticket.Extend and Ticket.KeepAlive. They work against servers that offer the
-// revision; no latch server does yet, and against every other server the client is latch/1
-// (see "Revision 2" below).
+// revision (a single-mode server, and a cluster once every member serves it); against every
+// other server the client is latch/1 (see "Revision 2" below).
 //
 // It imports only package wire and the standard library.
 //
@@ -110,7 +110,10 @@
 // echo gets latch/1, byte for byte after the hello, which every latch/1 server ignores the
 // flags of. A server whose hello echoes an offer the client did not make breaks the
 // handshake: that connection is dropped like a failed handshake (wire.AcceptFlags). Other
-// server bits are ignored. Stats.ConnsRevised counts the connections with the revision.
+// server bits are ignored. Stats.ConnsRevised counts the connections with the revision. A
+// latch/1 connection is retired after about a minute (its calls are answered first) and its
+// slot dials again, so a cluster that switched the revision on since, once every member
+// served it, is met with it.
 //
 // Grant age. On a revised connection a grant is G, with the time (ms, rounded down) the
 // request spent on the server before its lease started. The ticket's deadline is

@@ -11,7 +11,7 @@ import (
 
 // Extend gives the ticket's lock a new lease, counted from when the extend is written: lease
 // is rounded up to whole seconds and must then be 1..3600 s (0 means DefaultLease), as for
-// Acquire. It needs protocol revision 2 (docs/protocol-rev2-draft.md section 6) and goes out
+// Acquire. It needs protocol revision 2 (docs/protocol.md section 7) and goes out
 // on any connection of the pool that carries it; the token stays the same. It has IOTimeout
 // from the call, resends included, and never goes past the ticket's deadline: nothing is sent
 // at or after it. ctx may shorten that. One extend of a ticket is in flight at a time.
@@ -173,3 +173,33 @@ type lostError struct{}
 
 func (lostError) Error() string   { return errLostCause.Error() }
 func (lostError) Unwrap() []error { return []error{ErrTicketLost, ErrNotHeld} }
+
+// Extend gives the lock key, held by token, a new lease without a Ticket: for a caller that
+// has only the key and the token (`latch extend KEY TOKEN` in a script, a process that took
+// over a lock from another). It is Ticket.Extend on a ticket made for this call, whose
+// deadline the client does not know: the server alone decides whether token still holds key,
+// and it never revives a lease that has ended. lease is as for Ticket.Extend; the call has
+// IOTimeout, which ctx may shorten. On nil it returns the new deadline, the extend's
+// written_at + lease x (1 - rho); its other results are Ticket.Extend's (N is ErrTicketLost
+// with ErrNotHeld), the confirmation that comes only after the new lease would have ended
+// included: ErrTicketEnded, and the token is released in the background. ErrBadKey and, for a
+// token that is never granted, ErrNotHeld come without sending anything.
+func (cl *Client) Extend(ctx context.Context, key string, token uint64, lease time.Duration) (time.Time, error) {
+	if err := wire.CheckClientKey(key); err != nil {
+		return time.Time{}, fmt.Errorf("%w: %w", ErrBadKey, err)
+	}
+	if token == 0 || token > wire.MaxToken {
+		return time.Time{}, fmt.Errorf("%w: token %d is never granted (nothing sent)", ErrNotHeld, token)
+	}
+	l, err := leaseSeconds(lease)
+	if err != nil {
+		return time.Time{}, err
+	}
+	// The ticket's own deadline only bounds the call: past IOTimeout, so that the call's own
+	// bound (IOTimeout) is the one that counts.
+	t := cl.newTicket(key, token, cl.clock.Now().Add(2*ioTimeout), l)
+	if err := t.extend(ctx, l, time.Time{}, nil); err != nil {
+		return time.Time{}, err
+	}
+	return t.CurrentDeadline(), nil
+}

@@ -118,7 +118,7 @@ func (fs *fakeServer) handshake(fc *fakeConn) error {
 	if err != nil {
 		return err
 	}
-	// A client sets no bit but its offers (docs/protocol-rev2-draft.md section 2).
+	// A client sets no bit but its offers (docs/protocol.md section 8).
 	if h.Op != wire.OpHello || h.Hello.Version != wire.Version || h.Hello.Flags&^wire.OfferFlags != 0 {
 		return fmt.Errorf("bad client hello %+v", h)
 	}

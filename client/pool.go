@@ -66,7 +66,11 @@ func (cl *Client) runSlot(slot int) {
 		}
 		connected = true
 		began := time.Now()
+		renew := cl.renegotiate(cn)
 		cn.serve()
+		if renew != nil {
+			renew.Stop()
+		}
 		cl.pmu.Lock()
 		delete(cl.conns, cn)
 		if cn.leases {
@@ -82,6 +86,24 @@ func (cl *Client) runSlot(slot int) {
 			backoff = minBackoff
 		}
 	}
+}
+
+// renegotiateAfter is how long a latch/1 connection of a client that offers revision 2 lives
+// before it is retired (it takes no new call, closes once its calls are answered, and its
+// slot dials again): a cluster switches the revision on only once every member serves it, so
+// a connection made before that, or to a member upgraded since, asks again. With 50% jitter.
+var renegotiateAfter = time.Minute
+
+// renegotiate arms the retirement of cn after renegotiateAfter when cn is latch/1 and the
+// client offers revision 2; nil when there is nothing to arm. Stop the timer when cn ends.
+func (cl *Client) renegotiate(cn *conn) *time.Timer {
+	if cn.leases || cl.cfg.Latch1Only {
+		return nil
+	}
+	return time.AfterFunc(renegotiateAfter+rand.N(renegotiateAfter/2+1), func() {
+		cl.log.Debug("latch client: retiring a latch/1 connection to offer revision 2 again", "server", cn.addr)
+		cn.retire()
+	})
 }
 
 // sleep waits about d (with up to 50% jitter) unless the client closes first.

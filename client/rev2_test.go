@@ -1,6 +1,6 @@
 package client
 
-// Protocol revision 2 (docs/protocol-rev2-draft.md): the negotiation in the hellos, and grants
+// Protocol revision 2 (docs/protocol.md): the negotiation in the hellos, and grants
 // that carry their age. The scripted fake server speaks the revision (withLeases); the real
 // server does not offer it yet, so against it the client must stay latch/1.
 
@@ -360,5 +360,35 @@ func BenchmarkFakeAcquireRelease(b *testing.B) {
 				b.Fatalf("stats %+v: want every connection revised %v", st, tc.opts != nil)
 			}
 		})
+	}
+}
+
+// A latch/1 connection of a client that offers revision 2 is retired after a while, so the
+// slot dials again and meets a server that serves the revision now (here: the next server of
+// the list, which always did); its calls are answered first, none is lost.
+func TestLatch1ConnectionsAskAgain(t *testing.T) {
+	old := renegotiateAfter
+	renegotiateAfter = 200 * time.Millisecond
+	t.Cleanup(func() { renegotiateAfter = old })
+	fs := newFakeServer(t)
+	rs := startReal(t, nil)
+	cl := newTestClient(t, Config{Servers: []string{fs.addr, rs.addr}, Conns: 1})
+	fc := fs.next(t)
+	ch := acquireAsync(cl, context.Background(), "again", 0, AcquireOptions{Wait: time.Minute})
+	a := fc.expect(t, wire.OpAcquire)
+	time.Sleep(500 * time.Millisecond) // past the retirement: the acquire is still pending
+	fc.send(t, granted(a.Owner, 5))
+	r := wait(t, ch, bound)
+	if r.err != nil || r.t.Token != 5 {
+		t.Fatalf("the pending acquire on the retired connection: %v", r.err)
+	}
+	fc.closed(t, bound)
+	eventually(t, bound, "a revised connection", func() bool { return cl.Stats().ConnsRevised == 1 })
+	tk, err := cl.Acquire(context.Background(), "again2", 0, AcquireOptions{})
+	if err != nil {
+		t.Fatalf("Acquire on the new connection: %v", err)
+	}
+	if err := tk.Extend(context.Background(), time.Minute); err != nil {
+		t.Fatalf("Extend on the revised connection: %v", err)
 	}
 }

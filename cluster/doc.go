@@ -13,6 +13,7 @@
 // itself.
 //
 // Files by concept: node.go (the Node, sessions, drain, stats), acquire.go, release.go,
+// extend.go (revision 2's extend, and which revisions the node serves),
 // handoff.go (a freed key goes to its next waiter), waiters.go (queues and wait timers),
 // expire.go (the single-mode sweep, lazy expiry, and the leader's expiry timer and lane), leader.go (Lead and Follow), view.go
 // (what the deciding node knows of its keys), applier.go, admission.go.
@@ -30,7 +31,7 @@
 // a leader change makes stale without telling it (a leader paused past its election timeout
 // and resumed still believes it leads, for a few milliseconds). So each answer is either
 // decided by a log entry or confirmed before it is sent:
-//   - A (granted) and a release's R: a log entry of this epoch said so. The entry committed,
+//   - A (granted), a release's R and an extend's L: a log entry of this epoch said so. The entry committed,
 //     so this node still led when it did; a later leader starts from a log that holds it.
 //   - A release's N: read from the view (the token is not the key's holder, or its lease is
 //     over by this leader's clock), so sent only after raft confirmed that this node still
@@ -40,6 +41,9 @@
 //     the deadlines it counts are this leader's own, so a confirmed N is true. Unconfirmed, it
 //     becomes E unavailable, which the client retries with the new leader. An N decided by
 //     the log (the release's entry found another holder, or none) is sent as it comes.
+//   - An extend's N: read from the view (not this token's, its lease is over, or a release
+//     or expiry of it is in flight) and confirmed as a release's N is; an N decided by the
+//     log is sent as it comes. E unsupported (the feature switch is off) is definite.
 //   - An acquire's T: with wait 0 on a key the view holds (or whose holder is being freed),
 //     and a waiter's T when its wait ran out, are read from the view and confirmed the same
 //     way; a T decided by an entry (the key was held when the acquire applied) is sent as it

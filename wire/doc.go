@@ -2,8 +2,8 @@
 // key rules, the error reasons, the handshake proofs and the protocol
 // constants. docs/protocol.md (sections 3, 4, 5 and 8) is the contract; this
 // package follows it to the byte. It also holds the codec of revision 2
-// (docs/protocol-rev2-draft.md, a draft no server offers yet), which exists
-// only on a connection whose hellos negotiated FlagLeases.
+// (docs/protocol.md: grant age and extend), which exists only on a
+// connection whose hellos negotiated FlagLeases.
 //
 // Both ends use it: the server decodes requests and encodes responses, the
 // official client encodes requests and decodes responses.

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Hello flags (docs/protocol.md section 8, docs/protocol-rev2-draft.md section 2). Bit 0,
+// Hello flags (docs/protocol.md section 8). Bit 0,
 // FlagAuthRequired, is a demand that only a server makes. Every other defined bit is an
 // offer: a client sets it to offer a revision of the protocol, a server that implements
 // the revision echoes it, and the revision is in force on the connection only when both

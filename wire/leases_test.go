@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Revision 2 (FlagLeases, docs/protocol-rev2-draft.md): the frames of a revised connection,
+// Revision 2 (FlagLeases, docs/protocol.md): the frames of a revised connection,
 // the same frames refused on a latch/1 one, the negotiation helpers and the answer rule. The
 // latch/1 tables in decode_test.go stay as they are: a Decoder without flags must still give
 // exactly their results.

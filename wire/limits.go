@@ -43,7 +43,7 @@ const (
 	// offer revision 2 (grants that carry their age, extend), a server that
 	// implements the revision echoes it, and only on a connection whose two
 	// hellos both set it do the frames of revision 2 appear
-	// (docs/protocol-rev2-draft.md; EchoFlags, AcceptFlags).
+	// (docs/protocol.md; EchoFlags, AcceptFlags).
 	FlagLeases = 1 << 1
 
 	// NonceSize is the length of a hello nonce in bytes.

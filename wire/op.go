@@ -20,7 +20,7 @@ const (
 	OpError   Op = 'E' // response only: error with a reason
 )
 
-// Ops of revision 2 (FlagLeases; docs/protocol-rev2-draft.md section 3). They exist only
+// Ops of revision 2 (FlagLeases; docs/protocol.md section 3.5). They exist only
 // on a connection whose hellos negotiated FlagLeases: a Decoder without that flag (see
 // SetFlags) reports them as ErrUnknownOp, as latch/1 always has.
 const (
@@ -79,7 +79,7 @@ var (
 )
 
 // leasesRequestLayouts and leasesResponseLayouts are the tables of a connection with
-// FlagLeases (docs/protocol-rev2-draft.md section 3): latch/1's, plus request L (extend),
+// FlagLeases (docs/protocol.md section 3.5): latch/1's, plus request L (extend),
 // plus responses G (granted, with age) and L (extended), minus response A, since every
 // grant on such a connection is a G.
 var (

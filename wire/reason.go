@@ -20,14 +20,14 @@ const (
 	ReasonInternal       Reason = "internal"        // a bug; not applied
 )
 
-// ReasonUnsupported is the reason of revision 2 (docs/protocol-rev2-draft.md section 4):
+// ReasonUnsupported is the reason of revision 2 (docs/protocol.md section 5):
 // the node, or the leader it forwards to, does not implement extend. It is definite (the
 // lease was not extended) and answers only an L, only on a connection with FlagLeases.
 // The connection stays.
 const ReasonUnsupported Reason = "unsupported"
 
 // Reasons lists every reason of latch/1 in the order of the section 5 table.
-// ReasonUnsupported is not among them until servers offer revision 2.
+// ReasonUnsupported, revision 2's, is not among them: no latch/1 connection carries it.
 var Reasons = append([]Reason(nil), reasons[:]...)
 
 // reasons is Reasons, out of the reach of callers that might change the exported slice.

@@ -12,7 +12,7 @@ import (
 )
 
 // docs/vectors/rev2.json: the test vectors of revision 2 (FlagLeases), described in
-// docs/protocol-rev2-draft.md section 9. They live apart from frames.json and handshake.json,
+// docs/protocol.md section 11. They live apart from frames.json and handshake.json,
 // which stay the latch/1 contract of docs/protocol.md byte for byte. The frames come from the
 // case tables of leases_test.go, the rest from the tables below; as for latch/1, the generator
 // checks every vector against the code before it is written, and TestVectorsRev2 reads the
@@ -20,7 +20,7 @@ import (
 //
 //	go test ./wire -run TestVectors -update   rewrites docs/vectors/rev2.json too
 
-const rev2About = "latch/1 revision 2 (FlagLeases) test vectors, a draft: no latch server offers it yet; the format is described in docs/protocol-rev2-draft.md, section 9 (Test vectors)"
+const rev2About = "latch/1 revision 2 (FlagLeases) test vectors; the format is described in docs/protocol.md, section 11 (Test vectors)"
 
 // rev2File is docs/vectors/rev2.json.
 type rev2File struct {

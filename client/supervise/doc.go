@@ -1,6 +1,6 @@
 // Package supervise runs the command of `latch run`: resolved before any lock is taken, in a
 // process group of its own that nothing of it outlives, in the terminal's foreground when
-// latch has it, stopped before the lease ends. Any Go program that holds a lock while a
+// latch has it, its lease extended while it runs, stopped before the lease ends. Any Go program that holds a lock while a
 // command runs can use it the same way; its main must start with IsGuard and GuardMain, since
 // the guard is the program itself run again.
 //
@@ -24,6 +24,28 @@
 // setpgid) leaves the group, as with flock(1) or any group-based supervisor, and a guard
 // killed by the command itself (kill -9 0) no longer protects against latch's death (latch
 // still kills the group at the end of the lease and when the command exits).
+//
+// The guard also holds the group's kill deadline: latch writes it on the same pipe before the
+// command starts, and again whenever the stops move (later only after a confirmed extension).
+// When it passes, the guard kills the group by itself, so a latch that is stopped (SIGSTOP),
+// starved or slow cannot let the command outrun its lease. The deadline is sent as a reading of
+// CLOCK_BOOTTIME, a clock both processes share that wall-clock steps do not move and that counts
+// a suspend (the server's lease ran on); the guard looks at it at least every second.
+//
+// # Keeping the lease
+//
+// Schedule is the arithmetic (pure, table-tested): SIGTERM Grace before the lease's end,
+// SIGKILL KillMargin before it, capped by a hold end; a round of extend attempts Period =
+// (Lease - Grace) / 3 after the lease began, until the SIGTERM, so two attempts of a Period
+// fit; CheckSchedule refuses flags where a Period is below MinAttempt. Keeper runs the rounds
+// against an Extender (a client.Ticket) on an injected clock and reports each outcome as a
+// Change: only a confirmed extension moves the stops later; an unknown outcome may move them
+// earlier (the client counts min(old, new)); "not held" means SIGTERM now; a server without
+// extend means the first lease's stops stand. Supervise owns the timers and the guard's
+// deadline, and applies the changes from its one goroutine. While the command is stopped
+// (Ctrl-Z, SIGSTOP; seen from the kernel's stop and continue events, on Linux) nothing is
+// extended, so a command left stopped loses its lock at the end of the lease it has; at the
+// SIGTERM the group also gets SIGCONT, to handle it.
 //
 // # The terminal
 //

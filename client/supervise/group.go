@@ -30,6 +30,9 @@ type Spec struct {
 	// Terminal, if it is latch's controlling terminal and latch's group is its foreground
 	// group, is given to the command's group while it runs (usually os.Stdin). Nil: never.
 	Terminal *os.File
+	// KillAt, if set, is when the guard kills the group by itself, latch alive or not; the
+	// guard has it before the command starts. Supervise moves it with the lease.
+	KillAt time.Time
 }
 
 // Group is a started command in its guarded process group.
@@ -43,6 +46,10 @@ type Group struct {
 	guarded chan struct{}       // closed once the guard has exited
 	tty     int                 // the terminal's fd while the group has the foreground, else -1
 	own     int                 // latch's process group, given the terminal back after
+
+	ctlMu  sync.Mutex // serializes writes to ctl
+	stops  stopWatch  // the command's stop and continue events (the Keeper's goroutine only)
+	killAt time.Time  // the guard's kill deadline as last written (Supervise's goroutine only)
 
 	closeOnce sync.Once
 	echoed    atomic.Int64 // reports recognised as echoes of signals latch passed on (tests)
@@ -77,6 +84,10 @@ func Start(s Spec) (*Group, error) {
 	if err := g.startGuard(self, s.Terminal); err != nil {
 		return nil, err
 	}
+	if err := g.setKillAt(s.KillAt); err != nil {
+		g.stopGuard()
+		return nil, fmt.Errorf("giving the guard its kill deadline: %w", err)
+	}
 	cmd := &exec.Cmd{Path: s.Path, Args: s.Args, Env: s.Env, Stdout: s.Stdout, Stderr: s.Stderr}
 	if s.Stdin != nil { // a nil *os.File in the io.Reader would not be nil
 		cmd.Stdin = s.Stdin
@@ -86,12 +97,22 @@ func Start(s Spec) (*Group, error) {
 		g.stopGuard()
 		return nil, err
 	}
-	g.cmd = cmd
+	g.cmd, g.stops.pid = cmd, cmd.Process.Pid
 	go func() {
 		cmd.Wait()
 		close(g.done)
 	}()
 	return g, nil
+}
+
+// setKillAt sets the guard's kill deadline to at (zero: none). An error means the guard is
+// gone: latch's own timers still stop the command.
+func (g *Group) setKillAt(at time.Time) error {
+	g.ctlMu.Lock()
+	defer g.ctlMu.Unlock()
+	g.killAt = at
+	_, err := g.ctl.Write(killMessage(at))
+	return err
 }
 
 // startGuard starts the guard as the leader of a new group (the terminal's foreground group
@@ -170,7 +191,9 @@ func (g *Group) readReports(r *os.File, ready chan<- error) {
 func (g *Group) stopGuard() {
 	g.Signal(syscall.SIGKILL)
 	g.restoreTerminal()
+	g.ctlMu.Lock()
 	g.ctl.Close()
+	g.ctlMu.Unlock()
 	select {
 	case <-g.guarded:
 	case <-time.After(readyTimeout):

@@ -1,85 +1,146 @@
 package supervise
 
 import (
-	"fmt"
+	"context"
 	"os"
 	"syscall"
 	"time"
 )
 
-// Event is something Supervise did that the user should hear about.
-type Event int
+// EventKind is something Supervise did or learnt that the user should hear about.
+type EventKind int
 
 const (
-	// EventTerm: the lease is ending (TermAt): the group was sent SIGTERM.
-	EventTerm Event = iota
-	// EventKill: the lease is about to end (KillAt): the group was sent SIGKILL.
+	// EventTerm: the lease (or the hold cap, Held) is ending at At: the group was sent SIGTERM
+	// (and SIGCONT, so that a stopped command can handle it).
+	EventTerm EventKind = iota
+	// EventKill: the lease (or the hold cap) is about to end: the group was sent SIGKILL.
 	EventKill
 	// EventEscalate: a second signal arrived: the group was sent SIGKILL.
 	EventEscalate
+	// EventLost: an extend was answered "not held" (Err): the group was sent SIGTERM at once;
+	// SIGKILL follows after the grace, or at the last confirmed deadline if that is sooner.
+	EventLost
+	// EventUnsupported: the server cannot extend the lease (Err): it ends at At, and the
+	// command is stopped before it as without extension.
+	EventUnsupported
+	// EventExtendFailed: an extend failed definitely (Err); the lease ends at At.
+	EventExtendFailed
+	// EventPaused: the command is stopped (Ctrl-Z, SIGSTOP): its lease is not extended while
+	// it is, and it gets SIGTERM at At unless it continues in time.
+	EventPaused
+	// EventExtended: an extension was confirmed: the lease now ends at At.
+	EventExtended
 )
 
-// Plan is how Supervise stops the command.
+// Event is one notice of Supervise.
+type Event struct {
+	Kind EventKind
+	At   time.Time
+	Held bool  // EventTerm, EventKill: the end is the hold cap, not the lease's
+	Err  error // EventLost, EventUnsupported, EventExtendFailed
+}
+
+// Plan is how Supervise stops the command, and keeps its lease.
 type Plan struct {
-	TermAt, KillAt time.Time        // SIGTERM, then SIGKILL, to the group (zero: never)
-	Signals        <-chan os.Signal // signals latch itself received
-	Notice         func(Event)      // optional
+	// Deadline is when the lease ends, as the client counts it. Zero: no lease, the command
+	// is never stopped for one.
+	Deadline time.Time
+	// Schedule says when the command is stopped around Deadline and when it is extended.
+	Schedule Schedule
+	// Lease, if set, is extended on Schedule while the command runs (see Keeper), and every
+	// confirmed extension moves the stops, the guard's included. Nil: never extended.
+	Lease   Extender
+	Signals <-chan os.Signal // signals latch itself received
+	Notice  func(Event)      // optional; called from Supervise's goroutine
 }
 
-// KillMargin is how long before a lease's deadline LeasePlan kills the group, so that the
-// command is gone before the lease is (the kill and the exit take a moment).
-const KillMargin = 250 * time.Millisecond
-
-// LeasePlan stops the group around a lease that ends at deadline: SIGTERM grace before it,
-// SIGKILL KillMargin before it. Signals and Notice are left for the caller.
-func LeasePlan(deadline time.Time, grace time.Duration) Plan {
-	return Plan{TermAt: deadline.Add(-grace), KillAt: deadline.Add(-KillMargin)}
-}
-
-// CheckGrace reports why grace cannot stop a command within a lease of lease: the SIGTERM
-// must come before the SIGKILL at KillMargin before the lease's end.
-func CheckGrace(grace, lease time.Duration) error {
-	if grace < 0 || grace+KillMargin >= lease {
-		return fmt.Errorf("the grace %s must be shorter than the lease %s minus %s", grace, lease, KillMargin)
+// GuardKillAt is the kill deadline to give Start for a lease that ends at deadline.
+func (p Plan) GuardKillAt() time.Time {
+	if p.Deadline.IsZero() {
+		return time.Time{}
 	}
-	return nil
+	return p.Schedule.Stops(p.Deadline).KillAt
 }
 
 // Outcome is how the command ended.
 type Outcome struct {
 	State      *os.ProcessState
-	LeaseEnded bool // it was signalled because the lease was ending
+	LeaseEnded bool // it was signalled because the lease was ending, or was lost (Lost)
+	Lost       bool // the server said the token no longer holds the lock
+	HoldEnded  bool // it was signalled because the hold cap (Schedule.HoldEnd) was reached
 	Escalated  bool // a second signal killed its group
 }
 
-// Supervise waits for the command to exit, passing on latch's signals, stopping the group at
-// the plan's times and killing it on a second signal; then it closes the group (see Close).
+// Supervise waits for the command to exit, passing on latch's signals, extending its lease,
+// stopping the group at the plan's times (moved by each confirmed extension, and earlier when
+// an outcome is unknown) and killing it on a second signal; then it closes the group (see
+// Close). No extend is in flight once it returns.
 func (g *Group) Supervise(p Plan) Outcome {
-	notice := p.Notice
-	if notice == nil {
-		notice = func(Event) {}
+	sv := &supervision{g: g, p: p, notice: p.Notice}
+	if sv.notice == nil {
+		sv.notice = func(Event) {}
 	}
-	term, kill := timerAt(p.TermAt), timerAt(p.KillAt)
-	defer term.Stop()
-	defer kill.Stop()
-	var out Outcome
+	if !p.Deadline.IsZero() {
+		sv.st = p.Schedule.Stops(p.Deadline)
+	}
+	sv.term, sv.kill = timerAt(sv.st.TermAt), timerAt(sv.st.KillAt)
+	defer sv.term.Stop()
+	defer sv.kill.Stop()
+	if !g.killAt.Equal(sv.st.KillAt) {
+		g.setKillAt(sv.st.KillAt)
+	}
+	changes := make(chan Change)
+	ctx, cancel := context.WithCancel(context.Background())
+	kept := make(chan struct{})
+	if p.Lease != nil && !p.Deadline.IsZero() {
+		k := &Keeper{Lease: p.Lease, Schedule: p.Schedule, Stopped: g.stops.Stopped}
+		go func() {
+			defer close(kept)
+			k.Run(ctx, changes)
+		}()
+	} else {
+		close(kept)
+	}
+	sv.loop(changes)
+	cancel()
+	<-kept
+	g.Close()
+	sv.out.State = g.State()
+	return sv.out
+}
+
+// supervision is the state of one Supervise, owned by its goroutine.
+type supervision struct {
+	g          *Group
+	p          Plan
+	notice     func(Event)
+	st         Stops // the current stops
+	term, kill *time.Timer
+	termSent   bool
+	out        Outcome
+}
+
+func (sv *supervision) loop(changes <-chan Change) {
+	g := sv.g
 	signals := 0
 	echoes := map[syscall.Signal]int{} // signals latch passed on, the guard will report back
 	second := func() bool {
 		signals++
-		if signals < 2 || out.Escalated {
+		if signals < 2 || sv.out.Escalated {
 			return signals >= 2
 		}
-		out.Escalated = true
-		notice(EventEscalate)
+		sv.out.Escalated = true
+		sv.notice(Event{Kind: EventEscalate})
 		g.Signal(syscall.SIGKILL)
 		return true
 	}
-	for done := false; !done; {
+	for {
 		select {
 		case <-g.done:
-			done = true
-		case s := <-p.Signals:
+			sv.exited()
+			return
+		case s := <-sv.p.Signals:
 			sig, ok := s.(syscall.Signal)
 			if !ok || second() {
 				continue
@@ -95,27 +156,105 @@ func (g *Group) Supervise(p Plan) Outcome {
 				continue
 			}
 			second()
-		case <-term.C:
-			out.LeaseEnded = true
-			notice(EventTerm)
-			g.Signal(syscall.SIGTERM)
-		case <-kill.C:
-			out.LeaseEnded = true
-			notice(EventKill)
+		case c := <-changes:
+			sv.changed(c)
+		case <-sv.term.C:
+			sv.ending()
+			sv.notice(Event{Kind: EventTerm, At: sv.st.End, Held: sv.st.Held})
+			sv.sendTerm()
+		case <-sv.kill.C:
+			sv.ending()
+			sv.notice(Event{Kind: EventKill, At: sv.st.End, Held: sv.st.Held})
 			g.Signal(syscall.SIGKILL)
 		}
 	}
-	g.Close()
-	out.State = g.State()
-	return out
+}
+
+// ending records that the command is being stopped for the current end.
+func (sv *supervision) ending() {
+	if sv.st.Held {
+		sv.out.HoldEnded = true
+	} else {
+		sv.out.LeaseEnded = true
+	}
+}
+
+// sendTerm sends SIGTERM, then SIGCONT so that a stopped command gets to handle it.
+func (sv *supervision) sendTerm() {
+	sv.termSent = true
+	sv.term.Stop()
+	sv.g.Signal(syscall.SIGTERM)
+	sv.g.Signal(syscall.SIGCONT)
+}
+
+// changed applies what the Keeper learnt.
+func (sv *supervision) changed(c Change) {
+	switch c.Kind {
+	case Extended:
+		sv.moveTo(sv.p.Schedule.Stops(c.Deadline), true)
+		sv.notice(Event{Kind: EventExtended, At: c.Deadline})
+	case Earlier:
+		sv.moveTo(sv.p.Schedule.Stops(c.Deadline), false)
+	case Lost:
+		sv.out.Lost, sv.out.LeaseEnded = true, true
+		sv.notice(Event{Kind: EventLost, Err: c.Err})
+		if !sv.termSent {
+			sv.sendTerm()
+		}
+		st := sv.st
+		if at := time.Now().Add(sv.p.Schedule.Grace); at.Before(st.KillAt) {
+			st.KillAt = at
+		}
+		st.Held = false
+		sv.moveTo(st, false)
+	case Unsupported:
+		sv.notice(Event{Kind: EventUnsupported, At: sv.st.End, Err: c.Err})
+	case Failed:
+		sv.notice(Event{Kind: EventExtendFailed, At: sv.st.End, Err: c.Err})
+	case Paused:
+		sv.notice(Event{Kind: EventPaused, At: sv.st.TermAt})
+	}
+}
+
+// moveTo makes st the stops: any of its times when later is true (a confirmed extension),
+// else only those earlier than now. Once SIGTERM was sent, the SIGKILL never moves later.
+func (sv *supervision) moveTo(st Stops, later bool) {
+	cur := &sv.st
+	if !sv.termSent && (later || st.TermAt.Before(cur.TermAt)) {
+		cur.TermAt, cur.End, cur.Held = st.TermAt, st.End, st.Held
+		resetAt(sv.term, cur.TermAt)
+	}
+	if st.KillAt.Before(cur.KillAt) || later && !sv.termSent && st.KillAt.After(cur.KillAt) {
+		cur.KillAt = st.KillAt
+		resetAt(sv.kill, cur.KillAt)
+		sv.g.setKillAt(cur.KillAt)
+	}
+}
+
+// exited notes how the command ended: a SIGKILL from the guard at the kill deadline (latch
+// was too slow to send its own) is the lease's end too.
+func (sv *supervision) exited() {
+	ws, ok := sv.g.State().Sys().(syscall.WaitStatus)
+	if sv.out.LeaseEnded || sv.out.HoldEnded || sv.out.Escalated || sv.st.KillAt.IsZero() || !ok ||
+		!ws.Signaled() || ws.Signal() != syscall.SIGKILL || time.Now().Before(sv.st.KillAt.Add(-KillMargin)) {
+		return
+	}
+	sv.ending()
 }
 
 // timerAt is a timer firing at t, or never for the zero time.
 func timerAt(t time.Time) *time.Timer {
+	tm := time.NewTimer(time.Hour)
+	resetAt(tm, t)
+	return tm
+}
+
+// resetAt makes tm fire at t (never for the zero time). Since Go 1.23 a stopped or reset
+// timer delivers no stale value.
+func resetAt(tm *time.Timer, t time.Time) {
 	if t.IsZero() {
-		tm := time.NewTimer(time.Hour)
 		tm.Stop()
-		return tm
+		return
 	}
-	return time.NewTimer(time.Until(t))
+	tm.Reset(time.Until(t))
 }

@@ -51,11 +51,18 @@ func TestResolve(t *testing.T) {
 // start starts sh -c script in a guarded group, with no terminal.
 func start(t *testing.T, script string, args ...string) *Group {
 	t.Helper()
+	return startSpec(t, Spec{}, script, args...)
+}
+
+// startSpec is start with the rest of s (KillAt).
+func startSpec(t *testing.T, s Spec, script string, args ...string) *Group {
+	t.Helper()
 	path, err := Resolve("sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := Start(Spec{Path: path, Args: append([]string{"sh", "-c", script, "sh"}, args...), Env: os.Environ(), Stdout: os.Stderr, Stderr: os.Stderr})
+	s.Path, s.Args, s.Env, s.Stdout, s.Stderr = path, append([]string{"sh", "-c", script, "sh"}, args...), os.Environ(), os.Stderr, os.Stderr
+	g, err := Start(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +134,7 @@ func TestLeaseTimersTermThenKill(t *testing.T) {
 	g := start(t, `trap 'echo term >> "$1"' TERM; echo up >> "$1"; while :; do sleep 0.05; done`, mark)
 	waitFile(t, mark)
 	now := time.Now()
-	o := supervise(t, g, Plan{TermAt: now.Add(200 * time.Millisecond), KillAt: now.Add(1500 * time.Millisecond)})
+	o := supervise(t, g, Plan{Deadline: now.Add(1500*time.Millisecond + KillMargin), Schedule: Schedule{Grace: 1300*time.Millisecond + KillMargin}})
 	ws := o.State.Sys().(syscall.WaitStatus)
 	if !o.LeaseEnded || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("outcome %+v (%v), want killed at the lease end", o, o.State)
@@ -143,7 +150,9 @@ func TestSecondSignalKillsAtOnce(t *testing.T) {
 	waitFile(t, mark)
 	sigs := make(chan os.Signal, 2)
 	res := make(chan Outcome, 1)
-	go func() { res <- g.Supervise(Plan{Signals: sigs, KillAt: time.Now().Add(time.Minute)}) }()
+	go func() {
+		res <- g.Supervise(Plan{Signals: sigs, Deadline: time.Now().Add(time.Minute), Schedule: Schedule{Grace: 30 * time.Second}})
+	}()
 	sigs <- syscall.SIGINT
 	// The first is the command's: it handles it and keeps running; the guard's echo of it
 	// is not a second signal.

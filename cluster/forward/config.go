@@ -13,12 +13,15 @@ import (
 // Config configures a Link.
 type Config struct {
 	// Dial opens a connection to the forward channel of the node at addr (the address given
-	// to SetLeader). In production it dials the peer port through cluster/peer, which
-	// authenticates the connection and selects the forward channel; tests dial plain TCP.
-	// The link owns the returned connection. Dial is called from the link's writer goroutine,
-	// one call at a time; ctx ends after DialTimeout, or earlier when the leader changes or
-	// the link closes. Required.
-	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// to SetLeader) and says which protocol revisions it carries: revs is wire.FlagLeases
+	// for a channel of revision 2 (the leader answers grants G with their age and takes
+	// extends), 0 for latch/1's. In production it dials the peer port through cluster/peer,
+	// which authenticates the connection and selects the channel (the revised one, or the
+	// latch/1 one when the leader's peer port refuses it); tests dial plain TCP. The link
+	// owns the returned connection and keeps revs with it for as long as it is open. Dial is
+	// called from the link's writer goroutine, one call at a time; ctx ends after
+	// DialTimeout, or earlier when the leader changes or the link closes. Required.
+	Dial func(ctx context.Context, addr string) (nc net.Conn, revs uint8, err error)
 	// DialTimeout bounds one dial (peer handshake included).
 	DialTimeout time.Duration
 	// RedialDelay is how long after a failed dial requests are answered E unavailable at

@@ -18,6 +18,7 @@ import (
 type conn struct {
 	nc     net.Conn
 	leader string
+	revs   uint8 // what the channel carries (Config.Dial): wire.FlagLeases or 0; fixed
 
 	mu       sync.Mutex
 	inflight map[uint64]*entry // by link-local owner: written (or being written), unanswered
@@ -28,9 +29,13 @@ type conn struct {
 	dead      bool // closed: every entry it had has been answered
 }
 
-func newConn(nc net.Conn, leader string) *conn {
-	return &conn{nc: nc, leader: leader, inflight: make(map[uint64]*entry)}
+func newConn(nc net.Conn, leader string, revs uint8) *conn {
+	return &conn{nc: nc, leader: leader, revs: revs & wire.OfferFlags, inflight: make(map[uint64]*entry)}
 }
+
+// leases reports whether c carries protocol revision 2: extends may be written to it, and
+// its grants come as G with the leader's age.
+func (c *conn) leases() bool { return c.revs&wire.FlagLeases != 0 }
 
 // delivery is one answer on its way to a session.
 type delivery struct {
@@ -45,6 +50,7 @@ type delivery struct {
 func (l *Link) read(c *conn) {
 	defer l.wg.Done()
 	dec := wire.NewResponseDecoder()
+	dec.SetFlags(c.revs) // a revised leader answers G, never A; a latch/1 one never G or L
 	buf := make([]byte, wire.ReadBuffer)
 	var ds []delivery
 	for {
@@ -102,9 +108,7 @@ func (c *conn) match(dec *wire.Decoder, p []byte, ds []delivery) ([]delivery, st
 			return ds, fmt.Sprintf("the leader sent %v for owner %d, which no request in flight can get", r.Op, r.Owner)
 		}
 		delete(c.inflight, r.Owner)
-		a := *r
-		a.Owner = e.owner
-		ds = append(ds, delivery{out: e.out, r: a, key: e.key})
+		ds = append(ds, delivery{out: e.out, r: relayed(r, e.owner), key: e.key})
 	}
 	return ds, ""
 }
@@ -190,4 +194,21 @@ func (l *Link) fail(c *conn, why string, unsent []*entry) {
 	}
 	answer(never, wire.ReasonUnavailable)
 	answer(lost, wire.ReasonIndeterminate)
+}
+
+// relayed is the leader's answer r as the follower's session gets it: with the client's
+// owner, and a grant in the node's own shape, Response{Op: OpAcquire, Token, Age}. A G (a
+// revised link) keeps the leader's age; an A (a latch/1 link) has age 0. The follower adds
+// nothing: the age is the leader's measure from its own read of the frame, and the wait
+// between the follower's read and the leader's is not part of any lease (issue 21, "a
+// follower adds nothing"). The session writes G or A, whichever its own client speaks.
+func relayed(r *wire.Response, owner uint64) wire.Response {
+	a := wire.Response{Op: r.Op, Owner: owner, Token: r.Token, Reason: r.Reason}
+	switch r.Op {
+	case wire.OpGranted:
+		a.Op, a.Age = wire.OpAcquire, r.Age
+	case wire.OpAcquire:
+		a.Age = 0
+	}
+	return a
 }

@@ -116,10 +116,26 @@ func startFollower(t *testing.T, link *forward.Link) *member {
 	return startMember(t, "follower", cluster.DefaultConfig(), viaLink{link}, false)
 }
 
-// tcpDial is the plain TCP Config.Dial of the tests.
+// tcpDial dials plain TCP: with latch1 or revised, the Config.Dial of the tests.
 func tcpDial(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", addr)
+}
+
+// latch1 is a Config.Dial whose connections are latch/1 forward channels.
+func latch1(dial func(context.Context, string) (net.Conn, error)) func(context.Context, string) (net.Conn, uint8, error) {
+	return func(ctx context.Context, addr string) (net.Conn, uint8, error) {
+		nc, err := dial(ctx, addr)
+		return nc, 0, err
+	}
+}
+
+// revised is a Config.Dial whose connections are forward channels of revision 2.
+func revised(dial func(context.Context, string) (net.Conn, error)) func(context.Context, string) (net.Conn, uint8, error) {
+	return func(ctx context.Context, addr string) (net.Conn, uint8, error) {
+		nc, err := dial(ctx, addr)
+		return nc, wire.FlagLeases, err
+	}
 }
 
 // newLink returns a link dialling with plain TCP (unless edit replaces Dial), with leader set
@@ -127,7 +143,7 @@ func tcpDial(ctx context.Context, addr string) (net.Conn, error) {
 func newLink(t *testing.T, leader string, edit ...func(*forward.Config)) *forward.Link {
 	t.Helper()
 	cfg := forward.DefaultConfig()
-	cfg.Dial = tcpDial
+	cfg.Dial = latch1(tcpDial)
 	cfg.Logger = testLogger(t).Named("link")
 	for _, f := range edit {
 		f(&cfg)

@@ -12,7 +12,8 @@ import (
 	"github.com/latchd/latch/wire"
 )
 
-// maxBatch is the most frames the writer coalesces into one write (at most 146 bytes each).
+// maxBatch is the most frames the writer coalesces into one write (at most 146 bytes each, 148
+// on a link of revision 2).
 const maxBatch = 4 * wire.ReplyBatch
 
 // watchInterval is how often the writer looks for requests whose answer is overdue.
@@ -42,6 +43,9 @@ type Stats struct {
 	InFlight int    // written (or being written), not yet answered, over all connections
 	Conns    int    // open connections: the current leader's and old ones still draining
 	Leader   string // the address new requests go to ("" when no leader is known)
+	// Revs is what the connection new requests go to carries: wire.FlagLeases on a forward
+	// channel of revision 2, 0 on a latch/1 one or while there is none.
+	Revs uint8
 }
 
 // Link forwards a follower's acquires and releases to the leader over one pipelined
@@ -99,16 +103,20 @@ func NewLink(cfg Config) (*Link, error) {
 	return l, nil
 }
 
-// Forward sends an acquire or a release to the leader and delivers exactly one answer to out,
-// with req.Owner: the leader's answer, or E unavailable when the request was definitely not
-// written (no leader known, dial failed, queue full, link closed, wait used up before it could
-// be written), or E indeterminate when it may have been written and the connection failed
-// before the answer. readAt is when the follower read the frame: an acquire's wait is
-// re-stamped from it when the frame is written. req is not kept. Forward never blocks on the
-// network; it implements the forwarding half of server.Router.
+// Forward sends an acquire, a release or an extend to the leader and delivers exactly one
+// answer to out, with req.Owner: the leader's answer, or E unavailable when the request was
+// definitely not written (no leader known, dial failed, queue full, link closed, wait used up
+// before it could be written), or E indeterminate when it may have been written and the
+// connection failed before the answer. An extend that would go out on a latch/1 connection
+// is answered E unsupported instead and never written (the leader would not know the op).
+// A grant reaches out as the node's own do, Response{Op: OpAcquire, Token, Age}: the
+// leader's age on a connection of revision 2, 0 on a latch/1 one; the follower adds none.
+// readAt is when the follower read the frame: an acquire's wait is re-stamped from it when
+// the frame is written. req is not kept. Forward never blocks on the network; it implements
+// the forwarding half of server.Router.
 func (l *Link) Forward(req *wire.Request, readAt time.Time, out cluster.Replier) {
-	if req.Op != wire.OpAcquire && req.Op != wire.OpRelease {
-		l.log.Error("only acquires and releases are forwarded", "op", req.Op.String())
+	if req.Op != wire.OpAcquire && req.Op != wire.OpRelease && req.Op != wire.OpExtend {
+		l.log.Error("only acquires, releases and extends are forwarded", "op", req.Op.String())
 		out.Reply(errorFor(req.Owner, wire.ReasonInternal))
 		return
 	}
@@ -194,6 +202,9 @@ func (l *Link) Close() error {
 func (l *Link) Stats() Stats {
 	l.mu.Lock()
 	st := Stats{Queued: len(l.queue), Conns: len(l.conns), Leader: l.leader}
+	if l.cur != nil {
+		st.Revs = l.cur.revs
+	}
 	conns := make([]*conn, 0, len(l.conns))
 	for c := range l.conns {
 		conns = append(conns, c)

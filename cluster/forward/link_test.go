@@ -156,7 +156,7 @@ func TestQueueBoundAndUnsentDeadline(t *testing.T) {
 	link := newLink(t, ld.peer, func(c *forward.Config) {
 		c.MaxQueued = 2
 		c.UnsentTimeout = 200 * time.Millisecond
-		c.Dial = blockedDial(ld.peer, release, &calls)
+		c.Dial = latch1(blockedDial(ld.peer, release, &calls))
 	})
 	f := startFollower(t, link)
 	c := f.dial(t)
@@ -222,14 +222,14 @@ func TestWaitCountsFromFollowerRead(t *testing.T) {
 	var slow atomic.Int64 // how long the next dial takes
 	slow.Store(int64(3500 * time.Millisecond))
 	link := newLink(t, tap.addr, func(c *forward.Config) {
-		c.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
+		c.Dial = latch1(func(ctx context.Context, addr string) (net.Conn, error) {
 			select {
 			case <-time.After(time.Duration(slow.Swap(0))):
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
 			return tcpDial(ctx, addr)
-		}
+		})
 	})
 	f := startFollower(t, link)
 	c := f.dial(t)
@@ -279,13 +279,13 @@ func TestWriteFailureSplitsOutcomes(t *testing.T) {
 	var calls atomic.Int32
 	link := newLink(t, swallow.addr, func(c *forward.Config) {
 		dial := blockedDial(swallow.addr, release, &calls)
-		c.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
+		c.Dial = latch1(func(ctx context.Context, addr string) (net.Conn, error) {
 			nc, err := dial(ctx, addr)
 			if err != nil {
 				return nil, err
 			}
 			return &cutConn{Conn: nc, cut: 5}, nil
-		}
+		})
 	})
 	f := startFollower(t, link)
 	c := f.dial(t)
@@ -308,7 +308,7 @@ func TestLinkClose(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	var calls atomic.Int32
-	queued := newLink(t, ld.peer, func(c *forward.Config) { c.Dial = blockedDial(ld.peer, release, &calls) })
+	queued := newLink(t, ld.peer, func(c *forward.Config) { c.Dial = latch1(blockedDial(ld.peer, release, &calls)) })
 	swallow := startFake(t, func(nc net.Conn) { readRequests(nc, func(wire.Request) bool { return true }) })
 	inflight := newLink(t, swallow.addr)
 	fq, fi := startFollower(t, queued), startFollower(t, inflight)
@@ -342,7 +342,7 @@ func TestConfigValidate(t *testing.T) {
 		"MaxQueued":     func(c *forward.Config) { c.MaxQueued = 0 },
 	} {
 		c := forward.DefaultConfig()
-		c.Dial = tcpDial
+		c.Dial = latch1(tcpDial)
 		edit(&c)
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s out of range: Validate accepted it", name)

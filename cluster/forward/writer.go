@@ -55,7 +55,7 @@ func (l *Link) writeSome() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.DialTimeout)
 		l.cancelDial = cancel
 		l.mu.Unlock()
-		nc, err := l.cfg.Dial(ctx, leader)
+		nc, revs, err := l.cfg.Dial(ctx, leader)
 		if err == nil && nc == nil {
 			err = errNilConn
 		}
@@ -86,12 +86,17 @@ func (l *Link) writeSome() bool {
 			answer(q, wire.ReasonUnavailable)
 			return false
 		}
-		c = newConn(nc, leader)
+		c = newConn(nc, leader, revs)
 		l.cur = c
 		l.conns[c] = struct{}{}
 		l.wg.Add(1)
 		go l.read(c)
-		l.log.Debug("forward connection opened", "leader", leader)
+		if c.leases() {
+			l.log.Debug("forward connection opened", "leader", leader, "revision", 2)
+		} else {
+			l.log.Info("forward connection opened in latch/1: the leader does not serve revision 2 on its forward channel "+
+				"(a latch of an older version); grants through it carry no age and extends are answered unsupported", "leader", leader)
+		}
 	}
 	batch := l.takeQueue(min(len(l.queue), maxBatch))
 	l.mu.Unlock()
@@ -112,7 +117,7 @@ func (l *Link) refusing() bool {
 func (l *Link) write(c *conn, batch []*entry) {
 	now, real := l.cfg.Now(), time.Now()
 	b := l.wbuf[:0]
-	var late []*entry
+	var late, unsupported []*entry
 	sent := batch[:0] // filtered in place: sent never overtakes the loop
 	c.mu.Lock()
 	if c.dead || c.draining {
@@ -121,6 +126,10 @@ func (l *Link) write(c *conn, batch []*entry) {
 		return
 	}
 	for _, e := range batch {
+		if e.op == wire.OpExtend && !c.leases() {
+			unsupported = append(unsupported, e) // a latch/1 leader would close the link on it
+			continue
+		}
 		wait, ok := e.wait, now.Before(e.unsent)
 		if ok && e.op == wire.OpAcquire {
 			wait, ok = stamp(e.wait, e.readAt, now)
@@ -144,6 +153,7 @@ func (l *Link) write(c *conn, batch []*entry) {
 	c.mu.Unlock()
 	l.wbuf = b
 	answer(late, wire.ReasonUnavailable)
+	answer(unsupported, wire.ReasonUnsupported)
 	if len(sent) == 0 {
 		return
 	}

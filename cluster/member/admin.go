@@ -29,6 +29,7 @@ type membership struct {
 	// until raft is open, so that no peer mistakes it for a new one.
 	starting bool
 	locks    *cluster.Node // the lock node, for /v1/locks
+	feat     *features     // the feature switch: guards additions once it is on
 }
 
 var errStarting = errors.New("this node is starting: try again in a moment")
@@ -56,6 +57,13 @@ func (m membership) Members() ([]admin.Member, error) {
 // (raftnode.AddVoterCaughtUp), so that a node that is not running yet, or is still
 // installing the state, never counts for the quorum. The node that took the request first
 // asks whoever answers at addr who it is, and refuses when that is another member.
+//
+// Once the cluster's feature switch is on, a server whose peer port refuses protocol
+// revision 2 is refused (outcome Rejected, 400): a latch without it would halt on the log.
+// One that cannot be asked yet enters as a nonvoter and gets its vote only once it shows it
+// serves the revision (features.admit, features.proven). The check runs under the switch's
+// gate, so no server enters between the switch's probe and its commit, on the node that
+// takes the request first and again on the leader it forwards to.
 func (m membership) AddMember(ctx context.Context, id, addr string, voter bool) error {
 	r, err := m.node()
 	if err != nil {
@@ -66,13 +74,18 @@ func (m membership) AddMember(ctx context.Context, id, addr string, voter bool) 
 			return err
 		}
 	}
+	release, err := m.feat.admit(ctx, id, addr)
+	if err != nil {
+		return err
+	}
+	defer release()
 	if voter {
 		wctx, cancel := context.WithCancel(ctx)
 		if dl, ok := ctx.Deadline(); ok {
 			// Answer before a forwarding follower's own deadline, so that it relays why.
 			wctx, cancel = context.WithDeadline(ctx, dl.Add(-catchUpMargin))
 		}
-		err = r.AddVoterCaughtUp(wctx, id, addr, catchUpPoll, m.lastIndexOf(id, addr))
+		err = r.AddVoterCaughtUp(wctx, id, addr, catchUpPoll, m.feat.proven(addr, m.lastIndexOf(id, addr)))
 		cancel()
 	} else {
 		err = r.AddNonvoter(id, addr)

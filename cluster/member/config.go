@@ -72,6 +72,14 @@ type Config struct {
 	// Insecure allows a non-loopback peer port that nothing authenticates (--insecure).
 	Insecure bool
 
+	// HoldLeases makes this member report no support for protocol revision 2: its peer port
+	// refuses the revised forward channel, as a latch without the revision does, so the
+	// cluster's feature switch (features.go) stays off while it is a member, and the cluster
+	// can still be rolled back to a latch without the revision. Followers forward to it in
+	// latch/1 while it leads. Once the switch is on, it only makes the links to this member
+	// latch/1 (the switch is one-way). latch server --hold-leases.
+	HoldLeases bool
+
 	// Admin is what admin calls on HTTP are checked against (AdminOptions' verifier): the
 	// operator's --admin-secret-file and --admin-tls-ca, and the peers' --peer-secret-file
 	// and --tls-ca for a node's own join. Validate refuses a member that authenticates

@@ -13,6 +13,11 @@
 //     leader over the peer port's admin channel (admin.go);
 //   - the bootstrap decision for --initial-cluster (bootstrap.go), the join state machine
 //     for --join (join.go), Raft admission, vouching and the vote quarantine (peers.go);
+//   - protocol revision 2 across nodes: the forward link dials the revised forward channel
+//     and falls back to the latch/1 one on a leader that refuses it, both channels are
+//     served (member.go), and the cluster's one-way feature switch is committed by the
+//     leader once every server serves the revised channel, after which a server that does
+//     not cannot be added (features.go);
 //   - the order of start and stop: the client sessions drain before raft shuts down, and
 //     raft before the peer port closes.
 //

@@ -18,6 +18,7 @@ import (
 	"github.com/latchd/latch/cluster/peer"
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/cluster/server"
+	"github.com/latchd/latch/wire"
 )
 
 // Member is a running cluster-mode member: the lock node, its raft node, the peer port,
@@ -30,6 +31,7 @@ type Member struct {
 	srv      *server.Server
 	mux      *peer.Mux
 	link     *forward.Link
+	feat     *features // the cluster's feature switch (features.go)
 	adapter  *raftAdapter
 	rp       atomic.Pointer[raftnode.Node] // nil until raft is open
 	raft     *raftnode.Node
@@ -88,7 +90,9 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, err
 	}
 	registerRaftMetrics(m.cfg.Node.Metrics.Registry, m.raft)
-	go m.serveForwarded()
+	registerFeatureMetrics(m.cfg.Node.Metrics.Registry, m.feat)
+	go m.serveForwarded(peer.ChannelForward, 0)
+	go m.serveForwarded(peer.ChannelForwardLeases, wire.FlagLeases)
 	go m.node.Run()
 	if cfg.Join != "" && !bootstrap {
 		m.startJoin()
@@ -112,8 +116,12 @@ func (m *Member) listen(hasState bool) (*peer.StreamLayer, error) {
 		return nil, fmt.Errorf("--advertise: %w", err)
 	}
 	m.mux = mux
+	m.feat = newFeatures(m.log.Named("features"), pcfg, m.id, &m.rp, m.cfg.HoldLeases)
+	if m.cfg.HoldLeases {
+		_ = mux.Listener(peer.ChannelForwardLeases).Close() // dials of it are refused from now on
+	}
 	stream.SetAdmission(raftAdmission(&m.rp, m.cfg.AcceptLegacyPeers))
-	go admin.ServeChannel(mux.Listener(peer.ChannelAdmin), membership{rp: &m.rp, mux: mux, id: m.id, starting: !hasState, locks: m.node}, m.log.Named("admin"))
+	go admin.ServeChannel(mux.Listener(peer.ChannelAdmin), membership{rp: &m.rp, mux: mux, id: m.id, starting: !hasState, locks: m.node, feat: m.feat}, m.log.Named("admin"))
 	return stream, nil
 }
 
@@ -146,11 +154,17 @@ func (m *Member) openRaft(stream *peer.StreamLayer, dir string, adapter *raftAda
 
 // forwarding builds the follower side (a link to the leader's forward channel, pointed at
 // raft's leader by leaderAt) and the client-protocol server that routes through it; the
-// leader side (serveForwarded) serves forwarded connections as sessions of that server.
+// leader side (serveForwarded) serves forwarded connections as sessions of that server. The
+// link dials the forward channel of revision 2 and, when the leader's peer port refuses it
+// (a latch without the revision), the latch/1 one: each connection speaks what it got.
 func (m *Member) forwarding() error {
 	fcfg := m.cfg.Forward
-	fcfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
-		return m.mux.Dial(ctx, addr, peer.ChannelForward)
+	fcfg.Dial = func(ctx context.Context, addr string) (net.Conn, uint8, error) {
+		nc, ch, err := m.mux.DialFallback(ctx, addr, peer.ChannelForwardLeases, peer.ChannelForward)
+		if ch == peer.ChannelForwardLeases {
+			return nc, wire.FlagLeases, err
+		}
+		return nc, 0, err
 	}
 	fcfg.Now, fcfg.Logger = m.node.Now, m.log.Named("forward")
 	link, err := forward.NewLink(fcfg)
@@ -168,16 +182,19 @@ func (m *Member) forwarding() error {
 	return nil
 }
 
-// serveForwarded runs every connection of the peer port's forward channel as a session of
-// the server (no handshake: the peer port authenticated it).
-func (m *Member) serveForwarded() {
-	ln := m.mux.Listener(peer.ChannelForward)
+// serveForwarded runs every connection of the peer port's forward channel ch as a session of
+// the server that speaks the protocol revisions revs (no handshake: the peer port
+// authenticated it, and the channel says the revision). Every build that applies the
+// cluster's feature switch serves the revised channel, always: that is how the leader sees
+// that it supports revision 2 (features.go).
+func (m *Member) serveForwarded(ch byte, revs uint8) {
+	ln := m.mux.Listener(ch)
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		if m.srv.ServePeer(nc) != nil {
+		if m.srv.ServePeerFlags(nc, revs) != nil {
 			return
 		}
 	}
@@ -227,17 +244,22 @@ func (m *Member) Metrics() *cluster.Metrics { return m.cfg.Node.Metrics }
 // Admin is the membership and backup side of the admin HTTP API: a follower forwards it
 // to the leader.
 func (m *Member) Admin() admin.Cluster {
-	return membership{rp: &m.rp, mux: m.mux, id: m.id, forward: true, locks: m.node}
+	return membership{rp: &m.rp, mux: m.mux, id: m.id, forward: true, locks: m.node, feat: m.feat}
 }
 
 // Locks is the lock inspection and forced release of /v1/locks: answered by the leader,
 // forwarded there from a follower.
 func (m *Member) Locks() admin.Locks {
-	return membership{rp: &m.rp, mux: m.mux, id: m.id, forward: true, locks: m.node}
+	return membership{rp: &m.rp, mux: m.mux, id: m.id, forward: true, locks: m.node, feat: m.feat}
 }
 
+// Leases reports whether the cluster's feature switch for protocol revision 2 is on in this
+// member's applied log (features.go).
+func (m *Member) Leases() bool { return m.feat.leases() }
+
 // AdminOptions are this member's admin options for HTTP (cmd adds Pprof): its status
-// (mode, id, boot, node stats, raft status), membership and backups, lock inspection, the
+// (mode, id, boot, node stats, raft status, the cluster's features switched on: "leases" for
+// protocol revision 2), membership and backups, lock inspection, the
 // verifier of calls made to this node and run (boot) with Config.Admin, and the names HTTP
 // answers to (Config.hosts, checked by Validate).
 func (m *Member) AdminOptions(boot string) admin.Options {
@@ -245,7 +267,8 @@ func (m *Member) AdminOptions(boot string) admin.Options {
 	return admin.Options{
 		Hosts: hosts,
 		Status: func() any {
-			return map[string]any{"mode": "cluster", "id": m.id, "boot": boot, "node": m.node.Stats(), "raft": m.raft.Status()}
+			return map[string]any{"mode": "cluster", "id": m.id, "boot": boot, "node": m.node.Stats(), "raft": m.raft.Status(),
+				"features": map[string]bool{"leases": m.feat.leases()}}
 		},
 		Cluster:  m.Admin(),
 		Locks:    m.Locks(),
@@ -271,6 +294,7 @@ func (m *Member) Stop(ctx context.Context) error {
 	if m.stopJoin != nil {
 		m.stopJoin()
 	}
+	m.feat.close()
 	m.link.Close()
 	if err := m.raft.Shutdown(ctx); err != nil {
 		m.log.Warn("raft shutdown", "error", err)

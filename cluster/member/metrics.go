@@ -58,3 +58,15 @@ func registerForwardMetrics(reg prometheus.Registerer, l *forward.Link) {
 			func(s forward.Stats) float64 { return float64(s.Conns) }),
 	)
 }
+
+// registerFeatureMetrics adds the cluster's feature switch to reg.
+func registerFeatureMetrics(reg prometheus.Registerer, f *features) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "latch_cluster_leases",
+		Help: "1 once protocol revision 2 (grant ages, extends) is switched on in this node's applied log, for every server of the cluster; else 0."},
+		func() float64 {
+			if f.leases() {
+				return 1
+			}
+			return 0
+		}))
+}

@@ -101,10 +101,14 @@ func (r router) Forward(req *wire.Request, readAt time.Time, out cluster.Replier
 func (m *Member) lead(f *fsm.FSM) {
 	m.adapter.fsm.Store(f)
 	m.node.Lead()
+	m.feat.lead()
 }
 
 // follow stops the lock node deciding: sessions forward from here on.
-func (m *Member) follow() { m.node.Follow() }
+func (m *Member) follow() {
+	m.feat.follow()
+	m.node.Follow()
+}
 
 // leaderAt points the forwarding link at the leader raft knows of ("" when none).
 // The link logs the change.

@@ -7,14 +7,20 @@ import "fmt"
 const (
 	// ChannelRaft carries hashicorp/raft NetworkTransport RPCs (see StreamLayer).
 	ChannelRaft byte = 'r'
-	// ChannelForward carries requests a follower forwards to the leader.
+	// ChannelForward carries requests a follower forwards to the leader, in latch/1 frames.
 	ChannelForward byte = 'f'
 	// ChannelAdmin carries admin calls between nodes.
 	ChannelAdmin byte = 'a'
+	// ChannelForwardLeases carries requests a follower forwards to the leader, in the frames
+	// of protocol revision 2 (wire.FlagLeases: grants with their age, extends). The forward
+	// channel has no hello to negotiate in, so the revision is a channel of its own: a
+	// follower dials it first and, when the leader's peer port refuses it (a latch that does
+	// not know it), dials ChannelForward instead (DialFallback).
+	ChannelForwardLeases byte = 'F'
 )
 
 // channels lists every channel, in the order Mux creates their listeners.
-var channels = [...]byte{ChannelRaft, ChannelForward, ChannelAdmin}
+var channels = [...]byte{ChannelRaft, ChannelForward, ChannelAdmin, ChannelForwardLeases}
 
 // knownChannel reports whether ch is one of the channels above.
 func knownChannel(ch byte) bool {
@@ -35,6 +41,8 @@ func channelName(ch byte) string {
 		return "forward"
 	case ChannelAdmin:
 		return "admin"
+	case ChannelForwardLeases:
+		return "forward-leases"
 	}
 	return fmt.Sprintf("0x%02x", ch)
 }

@@ -40,6 +40,35 @@ func Dial(ctx context.Context, addr string, ch byte, cfg Config) (net.Conn, erro
 	return conn, err
 }
 
+// DialFallback dials channel ch of the peer port at addr, as Dial does, and when the
+// listener refuses that channel dials channel fallback instead, once. It returns the
+// connection and the channel it carries.
+//
+// It falls back on the listener's reject verdict only (ErrRejected): that is how a listener
+// of an older latch answers a channel byte it does not know (it reads the dialer's message,
+// proof included, writes 'n' and closes; doc.go), and how a listener of this one answers a
+// channel whose Listener is closed. A connect that fails, a listener that closes without a
+// verdict, a timeout, a wrong server proof or a hello that is no peer port's is an error of
+// the dial, never a reason to take the other channel: the dialer would otherwise settle for
+// the older channel with a listener that knows the newer one. The reject carries no reason,
+// so a dialer whose proof is wrong falls back too; the fallback is then rejected as well and
+// its error is returned, naming both channels.
+//
+// Both dials end by ctx's deadline, and each by cfg.HandshakeTimeout.
+func DialFallback(ctx context.Context, addr string, ch, fallback byte, cfg Config) (net.Conn, byte, error) {
+	conn, err := Dial(ctx, addr, ch, cfg)
+	if err == nil || !errors.Is(err, ErrRejected) || ctx.Err() != nil {
+		return conn, ch, err
+	}
+	cfg.logger().Debug("the listener refused the channel (a node of an older latch version?); dialling the fallback channel",
+		"addr", addr, "channel", channelName(ch), "fallback", channelName(fallback))
+	conn, ferr := Dial(ctx, addr, fallback, cfg)
+	if ferr != nil {
+		return nil, fallback, fmt.Errorf("%w (and before that, channel %s: %v)", ferr, channelName(ch), err)
+	}
+	return conn, fallback, nil
+}
+
 // dialOnce connects to addr and runs the handshake, stating id if it is stated.
 func dialOnce(ctx context.Context, addr string, ch byte, cfg Config, id Identity) (net.Conn, error) {
 	var d net.Dialer

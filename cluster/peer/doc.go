@@ -4,9 +4,28 @@
 //
 // Channels (the values live in channel.go and nowhere else):
 //
-//	ChannelRaft    'r'  hashicorp/raft NetworkTransport RPCs, through StreamLayer
-//	ChannelForward 'f'  requests a follower forwards to the leader
-//	ChannelAdmin   'a'  admin calls between nodes
+//	ChannelRaft          'r'  hashicorp/raft NetworkTransport RPCs, through StreamLayer
+//	ChannelForward       'f'  requests a follower forwards to the leader, latch/1 frames
+//	ChannelAdmin         'a'  admin calls between nodes
+//	ChannelForwardLeases 'F'  the same, in the frames of protocol revision 2 (wire.FlagLeases)
+//
+// # A channel for a protocol revision
+//
+// The forward channel carries client frames with no hello of their own, and the peer
+// hello's flags cannot carry an offer: the listener speaks first, and a dialer of an older
+// latch refuses a hello with a bit it does not know (ErrNotPeerPort). So a revision of a
+// channel's protocol is a channel byte of its own, and the dialer asks for it: a listener
+// that does not know the byte rejects it with the ordinary verdict, and the dialer then
+// dials the older channel (DialFallback). A listener of every latch version so far reads
+// an unknown channel byte like a known one (with the identity of version 2 and the proof
+// after it, checked as usual), then answers 'n' and closes; nothing else tells a dialer
+// that a channel is unknown. The fallback is taken on that 'n' only: a network error, a
+// listener that closes without a verdict or a wrong server proof fails the dial, so a
+// fault never quietly downgrades a link to a listener that knows the newer channel. With
+// identities stated, the 'n' of the first attempt also makes Dial try version 1 of the
+// handshake (below), so an older listener sees three dials: 'F' with an identity, 'F'
+// without, then 'f'. A follower dials once per connection to its leader, so this costs a
+// few round trips in a mixed cluster and nothing in one of a single version.
 //
 // # Authentication (docs/protocol.md section 9)
 //

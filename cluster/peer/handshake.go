@@ -44,7 +44,7 @@ var (
 	ErrSecretRequired  = errors.New("the listener requires a secret this node does not have: start it with the cluster's --peer-secret-file")
 	ErrNoSecretOffered = errors.New("the listener does not ask for a secret but this node has one: refusing to talk to it; give every node the same --peer-secret-file")
 	ErrNotPeerPort     = errors.New("the address does not answer as a latch/1 peer port: check the peer address (--raft-addr) dialled, and that both nodes run the same latch version")
-	ErrUnknownChannel  = errors.New("unknown peer channel: use ChannelRaft, ChannelForward or ChannelAdmin")
+	ErrUnknownChannel  = errors.New("unknown peer channel: use ChannelRaft, ChannelForward, ChannelAdmin or ChannelForwardLeases")
 )
 
 // errNoVersion2 marks a version 2 dial that the listener did not complete after its hello

@@ -130,6 +130,12 @@ func (m *Mux) Dial(ctx context.Context, addr string, ch byte) (net.Conn, error) 
 	return Dial(ctx, addr, ch, m.cfg)
 }
 
+// DialFallback dials channel ch of the peer port at addr with the Mux's Config, or channel
+// fallback when that listener refuses ch (see the function DialFallback).
+func (m *Mux) DialFallback(ctx context.Context, addr string, ch, fallback byte) (net.Conn, byte, error) {
+	return DialFallback(ctx, addr, ch, fallback, m.cfg)
+}
+
 // Stats returns the counters so far.
 func (m *Mux) Stats() Stats {
 	return Stats{

@@ -43,6 +43,10 @@ type chaosSpec struct {
 	Hold, Quiet             time.Duration // how long a fault lasts; calm after a recovery
 	Workers, Keys           int
 	Lease, Wait, ProbeEvery time.Duration
+	// Extenders: how many of the workers keep their locks by extending, with leases of
+	// ExtendLease to 2 s more (chaos_workload_test.go).
+	Extenders   int
+	ExtendLease time.Duration
 }
 
 type chaosNodeSpec struct {
@@ -146,6 +150,7 @@ func (r *chaosRun) run() error {
 		return fmt.Errorf("no leader within 60 s of the start")
 	}
 	r.log.Info("cluster up", "nodes", len(r.nodes), "at", r.rec.Now().Round(time.Millisecond))
+	r.awaitLeases(chaosLeasesWait)
 	var servers []string
 	for _, n := range r.spec.Nodes {
 		servers = append(servers, n.listen())
@@ -156,6 +161,54 @@ func (r *chaosRun) run() error {
 	r.nemesis()
 	r.settle(r.rec.Now())
 	return nil
+}
+
+// chaosLeasesWait bounds the wait for the cluster's feature switch before the workload starts:
+// the leader turns it on once it has seen every member serve revision 2, and asks again every
+// 3 s while it is off.
+const chaosLeasesWait = 30 * time.Second
+
+// awaitLeases waits up to d until every node reports protocol revision 2 on (/v1/status
+// features.leases: the cluster's feature switch is in its applied log) and records when. The
+// workload starts after it either way: a client's connections carry the revision only if the
+// node served it when they were made, so connections made before the switch could never
+// extend. If the switch stays off, every extend is answered unsupported, and TestClusterChaos
+// fails for want of a confirmed one.
+func (r *chaosRun) awaitLeases(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for {
+		on := 0
+		for i := range r.nodes {
+			if r.leasesOn(i) {
+				on++
+			}
+		}
+		if on == len(r.nodes) {
+			r.rec.SetLeasesOn(r.rec.Now())
+			r.log.Info("protocol revision 2 on (the cluster's feature switch)", "at", r.rec.Now().Round(time.Millisecond))
+			return
+		}
+		if time.Now().After(deadline) {
+			r.log.Warn("protocol revision 2 is not on on every node: extends will be answered unsupported", "within", d, "nodes_on", on)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// leasesOn asks node i whether its /v1/status reports protocol revision 2 on.
+func (r *chaosRun) leasesOn(i int) bool {
+	resp, err := r.http.Get("http://" + r.spec.Nodes[i].http() + "/v1/status")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Features struct {
+			Leases bool `json:"leases"`
+		} `json:"features"`
+	}
+	return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&st) == nil && st.Features.Leases
 }
 
 // write writes the history as JSON to spec.Out.

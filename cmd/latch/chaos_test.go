@@ -22,7 +22,13 @@ import (
 //   - no token granted twice, and tokens in real-time order (a grant answered before
 //     another was invoked has the lower token);
 //   - no release sent a second or more before its Ticket's deadline answered N (an N
-//     answered after the deadline, or to a resend, proves nothing and is only counted);
+//     answered after the deadline, or to a resend, proves nothing and is only counted), and
+//     no extend invoked a second or more before its hold's deadline answered N before it;
+//   - a believed hold lasts to the deadline its confirmed extends set (the ticket's
+//     CurrentDeadline right after the answer); an extend whose answer is unknown never
+//     lengthens it; no extend confirmed for a token that no longer held its key (a later
+//     token's grant, or its own release, answered before the extend was invoked), nor one
+//     invoked outside its hold or with a deadline past its answer plus its lease;
 //   - after every healed fault, a grant within 5 s of the heal;
 //   - no node that failed to start.
 //
@@ -31,10 +37,16 @@ import (
 // timeout) then SIGCONT, a partition of the leader and one of a minority of followers (for
 // 5 nodes: 2), kill -9 of every node at once then a restart of all 1 s later, and a rolling
 // SIGTERM restart (each node in turn, the next once it has caught up). Killed and
-// partitioned nodes come back after 3 s. The workload: workers contending for 3 keys with 2-3 s leases, which release
-// after a short critical section, let the lease run out, or let it run out and release
-// anyway; and a probe taking a fresh key every 50 ms, whose grants show when the cluster
-// serves.
+// partitioned nodes come back after 3 s. The workload: workers contending for 3 keys with
+// 2-3 s leases, which release after a short critical section, let the lease run out, or let
+// it run out and release anyway; a third of the workers instead keep their locks through the
+// faults by extending (protocol revision 2: leases of 3-5 s held for 2-4 leases, extended
+// every third of the lease, then released or left to run out); and a probe taking a fresh
+// key every 50 ms, whose grants show when the cluster serves. The run waits (30 s at most)
+// for the cluster's feature switch to turn revision 2 on before the workload starts, and
+// fails if no extend at all was confirmed (a cluster that never serves extend must not pass
+// as one that extends safely), or, in a run of a minute or more, if no extended hold was kept
+// through a fault.
 //
 // The network is the partition lab of partition_test.go: a namespace per node and one for
 // the clients, joined by a bridge in a hub namespace; a partition is the hub end of a
@@ -68,10 +80,12 @@ func TestClusterChaos(t *testing.T) {
 	spec := chaosSpec{IP: ipPath, Latch: latchBin, Hub: lab.hub, Secret: lab.secret, Peer: lab.peer, Admin: lab.admin,
 		DataDir: lab.dataDir, Out: filepath.Join(lab.dataDir, "history.json"), Duration: cfg.Duration, Seed: cfg.Seed,
 		Hold: 3 * time.Second, Quiet: time.Second, Workers: 6, Keys: 3,
-		Lease: 2 * time.Second, Wait: 2 * time.Second, ProbeEvery: 50 * time.Millisecond}
+		Lease: 2 * time.Second, Wait: 2 * time.Second, ProbeEvery: 50 * time.Millisecond,
+		ExtendLease: 3 * time.Second}
 	if cfg.Nodes == 5 {
 		spec.Workers = 8
 	}
+	spec.Extenders = spec.Workers / 3
 	for _, n := range lab.nodes {
 		spec.Nodes = append(spec.Nodes, chaosNodeSpec{ID: n.id, NS: n.ns, Addr: n.addr, HubIf: n.hubIf})
 	}
@@ -107,6 +121,24 @@ func TestClusterChaos(t *testing.T) {
 	}
 	if sum.HoldsExpired == 0 || sum.HoldsReleased == 0 {
 		t.Errorf("holds released %d, expired %d: the workload must do both", sum.HoldsReleased, sum.HoldsExpired)
+	}
+	// Every build of this test serves revision 2 (a cluster once its feature switch is on),
+	// so extends must have been confirmed: all of them unsupported means the switch never
+	// came on, and the extend half of the run tested nothing.
+	switch {
+	case sum.Extends == 0:
+		t.Errorf("no extend at all: the %d extending workers did not run", spec.Extenders)
+	case sum.ExtendsConfirmed == 0:
+		on := "never on every node"
+		if h.LeasesOn != 0 {
+			on = "on at " + h.LeasesOn.Round(time.Millisecond).String()
+		}
+		t.Errorf("none of %d extends was confirmed (%d answered unsupported; revision 2 %s): the cluster never extended a lock, so this run does not show that extends are safe",
+			sum.Extends, sum.ExtendsUnsupported, on)
+	case sum.HoldsExtended == 0:
+		t.Errorf("%d extends confirmed, but no believed hold was extended", sum.ExtendsConfirmed)
+	case sum.HoldsKeptThroughFault == 0 && cfg.Duration >= chaosDefaultDuration:
+		t.Errorf("%d holds extended, none kept through a fault (an extend confirmed after a fault began during the hold)", sum.HoldsExtended)
 	}
 	if cfg.Duration >= chaosDefaultDuration {
 		seen := map[string]bool{}

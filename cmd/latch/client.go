@@ -32,9 +32,10 @@ const (
 )
 
 const exitCodesHelp = `Exit codes:
-   0     acquired / released (run: the command's own status is passed through)
-   1     release: the token does not hold the key (already released or expired)
+   0     acquired / released / extended (run: the command's own status is passed through)
+   1     release, extend: the token does not hold the key (already released or expired)
    64    bad input: a flag, argument, key or duration out of range; nothing was sent
+   65    extend: the server cannot extend (latch/1, or a cluster not all on revision 2)
    69    unavailable: no server could be reached or took the request during the whole call
          (down, no leader, not a latch server), or the handshake failed; nothing was applied
    75    not acquired: a server said the lock was still held when --wait ran out, or was busy,
@@ -42,7 +43,8 @@ const exitCodesHelp = `Exit codes:
    76    indeterminate: the lock may be held until its lease ends (a lost answer, or the
          release of a grant that could not be used was not confirmed); run did not start
          the command
-   79    run: the command was killed because its lease was ending
+   79    run: the command was killed because its lease was ending, the lock was lost, or
+         --max-hold ran out
    126   run: the command is not executable (checked before the lock is taken), or could
          not be started (the lock was then released, confirmed)
    127   run: the command was not found (checked before the lock is taken)

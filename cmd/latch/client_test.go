@@ -133,7 +133,9 @@ func TestRunNeverStartsWithoutTheLock(t *testing.T) {
 }
 
 // TestRunKillsBeforeLeaseEnds runs a command that ignores SIGTERM and keeps writing heartbeats,
-// and a child of it that does the same; both must be dead before the lease deadline.
+// and a child of it that does the same; both must be dead before the lease deadline. Since
+// latch run extends its lease (issue 21), --max-hold ends the hold before the first lease
+// would have ended, so the stop comes as at that lease's end.
 func TestRunKillsBeforeLeaseEnds(t *testing.T) {
 	t.Parallel()
 	p := startServer(t, nil)
@@ -144,7 +146,7 @@ echo "$LATCH_DEADLINE" > "$1"
 sh -c 'trap "" TERM; echo $$ > "$0"; exec sleep 60' "$2" &
 while :; do date +%s%N >> "$1"; sleep 0.02; done`
 	start := time.Now()
-	code, out := run(t, nil, "run", "--servers="+p.listen, "--lease", "3s", "--kill-grace", "1s", "job/long", "--",
+	code, out := run(t, nil, "run", "--servers="+p.listen, "--lease", "3s", "--kill-grace", "1s", "--max-hold", "2500ms", "job/long", "--",
 		"sh", "-c", script, "sh", beats, pidFile)
 	if code != exitKilled {
 		t.Fatalf("run: exit %d (%q), want %d", code, out, exitKilled)

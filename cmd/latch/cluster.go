@@ -29,6 +29,8 @@ func clusterFlags() []cli.Flag {
 			"May be given with --initial-cluster: nodes not in the list join, listed ones use it if they find the cluster already exists", EnvVars: env("JOIN")},
 		&cli.BoolFlag{Name: "accept-legacy-peers", Usage: "during a rolling upgrade from a latch version whose peers state no node identity in the peer handshake: " +
 			"accept their Raft connections (each RPC is still checked against the configuration); remove once every node runs this version", EnvVars: env("ACCEPT_LEGACY_PEERS")},
+		&cli.BoolFlag{Name: "hold-leases", Usage: "report no support for protocol revision 2 (grant age, extend), so that the cluster keeps it off " +
+			"and can still be rolled back to a latch without it; the switch is one-way: once on, this only makes links to this node latch/1", EnvVars: env("HOLD_LEASES")},
 	}
 }
 
@@ -71,7 +73,7 @@ func memberConfig(c *cli.Context, log hclog.Logger, cred credentials, tlsCfg ser
 	cfg.Peer.Secrets, cfg.Peer.TLS, cfg.Peer.ClientTLS = cred.peer, tlsCfg.peer, tlsCfg.dial
 	cfg.Listen, cfg.Join, cfg.JoinTLS = c.String("raft-addr"), c.String("join"), tlsCfg.admin
 	cfg.HTTP, cfg.HTTPTLS, cfg.HTTPHosts = c.String("http"), tlsCfg.http, c.StringSlice("http-allowed-host")
-	cfg.AcceptLegacyPeers, cfg.Insecure = c.Bool("accept-legacy-peers"), c.Bool("insecure")
+	cfg.AcceptLegacyPeers, cfg.Insecure, cfg.HoldLeases = c.Bool("accept-legacy-peers"), c.Bool("insecure"), c.Bool("hold-leases")
 	cfg.Admin = admin.Credentials{AdminSecrets: cred.admin, PeerSecrets: cred.peer, AdminCAs: tlsCfg.adminCAs, PeerCAs: tlsCfg.peerCAs}
 	return cfg, nil
 }

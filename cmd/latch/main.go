@@ -35,6 +35,7 @@ func newApp() *cli.App {
 			serverCommand(),
 			acquireCommand(),
 			releaseCommand(),
+			extendCommand(),
 			runCommand(),
 			pingCommand(),
 			benchCommand(),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -342,6 +343,13 @@ const mixedWork = 10 * time.Second
 // throughout, the history must be clean with every answer definite (or a grant so late that
 // the client released it itself, which contention alone causes), and at the end every
 // node has applied what the leader committed and reports the same last token.
+//
+// Revision 2 stays off throughout (a node of the previous build is a member): before and
+// after the workload every node answers this build's client in latch/1 (no echo of its
+// offer, so no G; grants and releases; Extend unsupported), no node reports the switch on,
+// the followers of this build forward to the previous leader over the latch/1 forward
+// channel (their peer port fallback), and the leader of this build says why the switch
+// stays off.
 func TestMixedOldLeaderNewFollowers(t *testing.T) {
 	clustertest.Slow(t, "builds the previous latch and starts two clusters of both builds")
 	prev, prevVersion := prevLatch(t)
@@ -359,9 +367,17 @@ func TestMixedOldLeaderNewFollowers(t *testing.T) {
 			tc.lead(0)
 			tc.expectVersions(c.versions...)
 			l, before := tc.agreed(mixedRecovery)
+			for i := range tc.procs {
+				tc.expectLatch1(i)
+			}
 			load := startMixedLoad(t, sec, func(i int) []string { return []string{listens[i%len(listens)]} })
 			time.Sleep(mixedWork)
 			h := load.finish()
+			tc.expectLeasesOff("after the workload")
+			for i := range tc.procs {
+				tc.expectLatch1(i)
+			}
+			tc.expectRevisionLogs()
 
 			after := tc.converged(mixedRecovery)
 			if l != 0 || after[0].Raft.Term != before[0].Raft.Term || !after[0].Raft.Leading {
@@ -383,17 +399,21 @@ func TestMixedOldLeaderNewFollowers(t *testing.T) {
 }
 
 // TestRollingUpgradeAndBack starts three nodes of the previous build and, under the
-// contended workload (every worker given all three nodes), rolls the cluster to this build,
-// back to the previous one and to this one again: each node in turn, followers first, gets
-// SIGTERM (exit 0) and starts again from the other binary on its data dir, and the next
-// waits until it has caught up. So the cluster runs old leader with new followers, new
-// leader with old followers and the reverse on the way, and this build starts on
-// directories the previous one wrote after it (its promised.json older than raft.db: it must
-// start, with a warning). The history must be clean, every answer definite outside the
-// ride-through of a restart, a grant within mixedRecovery of every restart, every node must
-// start and serve, and at the end all are ready and have converged.
+// contended workload (every worker given all three nodes), rolls the two followers to this
+// build (previous leader, new followers), hands leadership to one of them (new leader,
+// previous follower: the leader restarts on its own binary until one of them leads), rolls both back to the previous build, and then every node to this
+// build: each node in turn gets SIGTERM (exit 0) and starts again from the other binary on
+// its data dir, and the next waits until it has caught up. The way back is open because the
+// cluster's feature switch for revision 2 stays off while any node runs the previous build:
+// no node reports it, and this build's client meets latch/1 at every node. Once the last
+// node runs this build the switch comes on, and an extend through a follower and at the
+// leader succeeds, under the same workload. On the way this build starts on directories the
+// previous one wrote after it (its promised.json older than raft.db: it must start, with a
+// warning). The history must be clean, every answer definite outside the ride-through of a
+// restart, a grant within mixedRecovery of every restart, every node must start and serve,
+// and at the end all are ready and have converged.
 func TestRollingUpgradeAndBack(t *testing.T) {
-	clustertest.Slow(t, "builds the previous latch and restarts three processes nine times under load")
+	clustertest.Slow(t, "builds the previous latch and restarts three processes eight times or more under load")
 	prev, prevVersion := prevLatch(t)
 	start := time.Now()
 	tc, sec, listens := startMixedCluster(t, []string{prev, prev, prev})
@@ -403,39 +423,71 @@ func TestRollingUpgradeAndBack(t *testing.T) {
 	time.Sleep(2 * time.Second) // the workload warms up on the old cluster
 
 	lagging := 0 // starts of this build that found promised.json older than raft.db
-	for _, roll := range []struct {
-		to, bin, version string
-	}{
-		{"this build", "", testVersion},
-		{"the previous build", prev, prevVersion},
-		{"this build again", "", testVersion},
-	} {
-		for _, i := range tc.rollOrder() {
-			load.restart(tc, i, roll.bin, roll.to)
-			if got := tc.procs[i].version(); got != roll.version {
-				t.Fatalf("n%d runs %q after its restart to %s, want %q", i+1, got, roll.to, roll.version)
-			}
-			if strings.Contains(tc.procs[i].stderr.String(), "promised.json is older than raft.db") {
-				lagging++
-			}
-			time.Sleep(time.Second) // the mixed cluster serves for a while
+	step := func(i int, bin, to string) {
+		t.Helper()
+		load.restart(tc, i, bin, to)
+		want := prevVersion
+		if bin == "" {
+			want = testVersion
 		}
-		t.Logf("rolled to %s at %s", roll.to, time.Since(start).Round(time.Millisecond))
+		if got := tc.procs[i].version(); got != want {
+			t.Fatalf("n%d runs %q after its restart to %s, want %q", i+1, got, to, want)
+		}
+		if strings.Contains(tc.procs[i].stderr.String(), "promised.json is older than raft.db") {
+			lagging++
+		}
+		if slices.Contains(tc.bins, prev) {
+			tc.expectLeasesOff(fmt.Sprintf("n%d restarted to %s", i+1, to))
+			tc.expectLatch1(i)
+		}
+		time.Sleep(time.Second) // the mixed cluster serves for a while
 	}
+	order := tc.rollOrder()
+	for _, i := range order[:2] {
+		step(i, "", "this build")
+	}
+	t.Logf("previous leader, followers of this build at %s", time.Since(start).Round(time.Millisecond))
+	for try := 0; tc.bins[tc.leader()] != ""; try++ { // the leader hands over until one of this build leads
+		if try == 6 {
+			t.Fatalf("no node of this build leads after six restarts of the leader")
+		}
+		l := tc.leader()
+		step(l, tc.bins[l], "its own build, to hand leadership on")
+	}
+	t.Logf("leader of this build, a previous follower at %s", time.Since(start).Round(time.Millisecond))
+	for _, i := range tc.rollOrder() {
+		if tc.bins[i] == "" {
+			step(i, prev, "the previous build")
+		}
+	}
+	tc.expectVersions(prevVersion, prevVersion, prevVersion)
+	t.Logf("back on the previous build at %s", time.Since(start).Round(time.Millisecond))
+	for _, i := range tc.rollOrder() {
+		step(i, "", "this build again")
+	}
+	tc.awaitLeasesOn()
+	l := tc.leader()
+	tc.expectExtends(l)
+	tc.expectExtends((l + 1) % len(tc.procs))
+	t.Logf("revision 2 on, extends through a follower and at the leader, at %s", time.Since(start).Round(time.Millisecond))
 	time.Sleep(2 * time.Second)
 	h := load.finish()
 
 	sts := tc.converged(mixedRecovery)
 	tc.expectVersions(testVersion, testVersion, testVersion)
-	if len(h.Starts) != 9 {
-		t.Errorf("%d node starts recorded, want 9", len(h.Starts))
+	if n := strings.Count(tc.procs[l].stderr.String(), "protocol revision 2 switched on for the cluster"); n != 1 {
+		t.Errorf("the leader logged the switch %d times, want once", n)
 	}
-	// The third roll starts this build on directories whose promise the previous build let
-	// fall behind raft.db's term (the second roll's leader hand-over raised the term while
-	// those nodes ran the previous build): that path must have been taken, and started.
+	if len(h.Starts) < 8 {
+		t.Errorf("%d node starts recorded, want at least 8", len(h.Starts))
+	}
+	// The last roll starts this build on directories whose promise the previous build let
+	// fall behind raft.db's term (the way back's leader hand-over raised the term while the
+	// follower rolled back before it ran the previous build): that path must have been
+	// taken, and started.
 	if lagging == 0 {
 		t.Errorf("no start of this build found promised.json older than raft.db: the old-after-new path was not exercised")
 	}
-	t.Logf("%d starts of this build after the previous one ran with a lagging promise; last token %d; %s",
-		lagging, sts[0].Raft.LastToken, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d starts, %d of this build after the previous one ran with a lagging promise; last token %d; %s",
+		len(h.Starts), lagging, sts[0].Raft.LastToken, time.Since(start).Round(time.Millisecond))
 }

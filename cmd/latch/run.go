@@ -25,19 +25,27 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run a command while holding a lock; stop it before the lease ends",
 		ArgsUsage: "KEY -- CMD [ARGS...]",
-		Description: "Acquires KEY, runs CMD with LATCH_KEY, LATCH_TOKEN and LATCH_DEADLINE (RFC 3339, UTC) in its\n" +
-			"environment, and releases the lock when CMD exits. CMD is looked up (PATH, execute bit) before the\n" +
-			"lock is taken. It runs in a process group of its own, which is the terminal's foreground group\n" +
-			"when latch has the terminal (so it can read it), and the terminal is given back after. When the\n" +
-			"lease is about to end (--kill-grace before it) the group gets SIGTERM, and SIGKILL just before\n" +
-			"the end, so the command never runs without the lock; if latch itself dies, even of SIGKILL, a\n" +
-			"guard process kills the group at once. The first SIGINT, SIGTERM or SIGHUP (to latch, or Ctrl-C\n" +
-			"at the terminal) is the command's; a second kills its group at once. The command is never\n" +
-			"started without the lock. --budget defaults to --kill-grace plus one second and must be below\n" +
-			"--lease: a grant with less lease left than the budget is given back.\n\n" +
+		Description: "Acquires KEY, runs CMD with LATCH_KEY, LATCH_TOKEN and LATCH_DEADLINE (RFC 3339, UTC: the first\n" +
+			"deadline, before any extension) in its environment, and releases the lock when CMD exits. CMD is\n" +
+			"looked up (PATH, execute bit) before the lock is taken. It runs in a process group of its own, which\n" +
+			"is the terminal's foreground group when latch has the terminal (so it can read it), and the\n" +
+			"terminal is given back after.\n\n" +
+			"--lease is how long the key stays held if latch dies, not how long CMD may run: while CMD runs,\n" +
+			"latch extends the lease every (--lease - --kill-grace) / 3, each attempt bounded by that and by the\n" +
+			"SIGTERM, asked again after a backoff. Only a confirmed extension moves the end later. When the end\n" +
+			"nears without one (--kill-grace before it) the group gets SIGTERM, and SIGKILL just before the end,\n" +
+			"so CMD never runs without the lock; an answer \"not held\" sends SIGTERM at once. A stopped CMD\n" +
+			"(Ctrl-Z) is not extended. --max-hold caps the whole hold: CMD is stopped then as at a lease end.\n" +
+			"A server without extend (latch/1) keeps CMD to the first lease, with a warning. If latch itself\n" +
+			"dies, even of SIGKILL, or is stopped, a guard process kills the group (at once, or at the end).\n\n" +
+			"The first SIGINT, SIGTERM or SIGHUP (to latch, or Ctrl-C at the terminal) is the command's; a second\n" +
+			"kills its group at once. The command is never started without the lock. --budget defaults to\n" +
+			"--kill-grace plus one second and must be below --lease: a grant with less lease left than the\n" +
+			"budget is given back. Exit 79 also when --max-hold or a lost lock stopped CMD.\n\n" +
 			exitCodesHelp,
 		Flags: append(append(clientFlags(), acquireFlags(0)...),
 			&cli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "SIGTERM this long before the lease ends, SIGKILL at its end", EnvVars: env("KILL_GRACE")},
+			&cli.DurationFlag{Name: "max-hold", Usage: "stop CMD after holding the lock this long, as at a lease end (0: no cap)", EnvVars: env("MAX_HOLD")},
 		),
 		Action: runAction,
 	}
@@ -62,9 +70,9 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	grace, lease := c.Duration("kill-grace"), c.Duration("lease")
-	if supervise.CheckGrace(grace, lease) != nil {
-		return usageErr("run", "--kill-grace %s must be shorter than --lease %s minus %s", grace, lease, supervise.KillMargin)
+	grace, lease, maxHold := c.Duration("kill-grace"), c.Duration("lease"), c.Duration("max-hold")
+	if err := supervise.CheckSchedule(lease, grace, maxHold); err != nil {
+		return usageErr("run", "%v", err)
 	}
 	o, budget, err := acquireInputs(c, grace+time.Second, "--budget (default: --kill-grace plus 1s)")
 	if err != nil {
@@ -93,8 +101,13 @@ func runAction(c *cli.Context) error {
 		return acquireFailed("run", cl, err)
 	}
 
+	sched := supervise.Schedule{Lease: lease, Grace: grace}
+	if maxHold > 0 {
+		sched.HoldEnd = time.Now().Add(maxHold)
+	}
+	plan := supervise.Plan{Deadline: t.Deadline, Schedule: sched, Lease: t, Signals: sigs, Notice: runNotice(c, t, argv[0], maxHold)}
 	g, err := supervise.Start(supervise.Spec{
-		Path: path, Args: argv, Stdin: os.Stdin, Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Terminal: os.Stdin,
+		Path: path, Args: argv, Stdin: os.Stdin, Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Terminal: os.Stdin, KillAt: plan.GuardKillAt(),
 		Env: append(os.Environ(),
 			"LATCH_KEY="+t.Key,
 			"LATCH_TOKEN="+strconv.FormatUint(t.Token, 10),
@@ -104,22 +117,15 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return startFailed(c, t, argv[0], err)
 	}
-	plan := supervise.LeasePlan(t.Deadline, grace)
-	plan.Signals = sigs
-	plan.Notice = func(e supervise.Event) {
-		switch e {
-		case supervise.EventTerm:
-			stderrf(c, "latch run: lease of %s ends at %s; sending SIGTERM", key, t.Deadline.UTC().Format(time.RFC3339Nano))
-		case supervise.EventKill:
-			stderrf(c, "latch run: lease of %s is ending; sending SIGKILL", key)
-		case supervise.EventEscalate:
-			stderrf(c, "latch run: a second signal; sending SIGKILL to the command's process group")
-		}
-	}
 	out := g.Supervise(plan)
 	releaseAfter(c, t)
 
-	if out.LeaseEnded {
+	switch {
+	case out.Lost:
+		return cli.Exit(fmt.Sprintf("latch run: %s was stopped because the server said the lock was no longer held", argv[0]), exitKilled)
+	case out.HoldEnded:
+		return cli.Exit(fmt.Sprintf("latch run: %s was stopped because --max-hold %s was reached", argv[0], maxHold), exitKilled)
+	case out.LeaseEnded:
 		return cli.Exit(fmt.Sprintf("latch run: %s was stopped because its lease was ending", argv[0]), exitKilled)
 	}
 	ws, _ := out.State.Sys().(syscall.WaitStatus)
@@ -130,6 +136,37 @@ func runAction(c *cli.Context) error {
 		return cli.Exit("", out.State.ExitCode())
 	}
 	return nil
+}
+
+// runNotice prints what Supervise does and learns about the lease of t, which CMD name runs under.
+func runNotice(c *cli.Context, t *client.Ticket, name string, maxHold time.Duration) func(supervise.Event) {
+	at := func(e supervise.Event) string { return e.At.UTC().Format(time.RFC3339Nano) }
+	return func(e supervise.Event) {
+		switch e.Kind {
+		case supervise.EventTerm:
+			if e.Held {
+				stderrf(c, "latch run: --max-hold %s of %s ends at %s; sending SIGTERM", maxHold, t.Key, at(e))
+			} else {
+				stderrf(c, "latch run: lease of %s ends at %s; sending SIGTERM", t.Key, at(e))
+			}
+		case supervise.EventKill:
+			what := "lease"
+			if e.Held {
+				what = "--max-hold"
+			}
+			stderrf(c, "latch run: %s of %s is ending; sending SIGKILL", what, t.Key)
+		case supervise.EventEscalate:
+			stderrf(c, "latch run: a second signal; sending SIGKILL to the command's process group")
+		case supervise.EventLost:
+			stderrf(c, "latch run: the server says token %d no longer holds %s; sending SIGTERM now", t.Token, t.Key)
+		case supervise.EventUnsupported:
+			stderrf(c, "latch run: warning: the server cannot extend leases (no protocol revision 2); %s is stopped as the lease of %s ends at %s", name, t.Key, at(e))
+		case supervise.EventExtendFailed:
+			stderrf(c, "latch run: extending the lease of %s failed: %v; it ends at %s", t.Key, e.Err, at(e))
+		case supervise.EventPaused:
+			stderrf(c, "latch run: %s is stopped; its lease is not extended while it is (SIGTERM at %s)", name, at(e))
+		}
+	}
 }
 
 // acquireOrSignal acquires, ending the attempt when one of sigs arrives.
@@ -151,7 +188,7 @@ func acquireOrSignal(ctx context.Context, cl *client.Client, sigs <-chan os.Sign
 func startFailed(c *cli.Context, t *client.Ticket, name string, err error) error {
 	if rerr := release(t); rerr != nil {
 		return cli.Exit(fmt.Sprintf("latch run: starting %s: %v; the release of %s token %d was not confirmed (%v): the lock may be held until %s",
-			name, err, t.Key, t.Token, rerr, t.Deadline.UTC().Format(time.RFC3339Nano)), exitIndeterminate)
+			name, err, t.Key, t.Token, rerr, t.CurrentDeadline().UTC().Format(time.RFC3339Nano)), exitIndeterminate)
 	}
 	return cli.Exit(fmt.Sprintf("latch run: starting %s: %v; the lock was released", name, err), exitCannotRun)
 }
@@ -171,6 +208,6 @@ func release(t *client.Ticket) error {
 // not change the exit status: the lease ends the lock anyway.
 func releaseAfter(c *cli.Context, t *client.Ticket) {
 	if err := release(t); err != nil {
-		stderrf(c, "latch run: release of %s token %d: %v (the lease ends it at %s)", t.Key, t.Token, err, t.Deadline.UTC().Format(time.RFC3339Nano))
+		stderrf(c, "latch run: release of %s token %d: %v (the lease ends it at %s)", t.Key, t.Token, err, t.CurrentDeadline().UTC().Format(time.RFC3339Nano))
 	}
 }

@@ -5,8 +5,11 @@
 //
 // Every time in a History is a time.Duration since the Recorder's start, taken from
 // time.Now's monotonic reading (time.Since, time.Time.Sub), so wall-clock steps cannot
-// reorder it. A Ticket.Deadline from package client carries the same process's monotonic
-// reading, so Recorder.Rel places it on the same clock.
+// reorder it. A Ticket.Deadline (and CurrentDeadline) from package client carries the same
+// process's monotonic reading, so Recorder.Rel places it on the same clock.
+//
+// Holders may extend their tickets (protocol revision 2): every Extend call is an Op of its
+// own, and a believed hold lasts to the deadline its confirmed extends set (Holds).
 package history
 
 import (
@@ -21,6 +24,7 @@ type OpKind string
 const (
 	Acquire OpKind = "acquire"
 	Release OpKind = "release"
+	Extend  OpKind = "extend" // Ticket.Extend of a granted ticket (protocol revision 2)
 )
 
 // Result is how an operation ended, as the client reported it.
@@ -33,7 +37,9 @@ const (
 	Unavailable   Result = "unavailable"   // definitely not applied: no server could take it
 	Busy          Result = "busy"          // definitely not acquired: admission closed
 	Indeterminate Result = "indeterminate" // may or may not have been applied
-	NotHeld       Result = "not_held"      // release: N
+	NotHeld       Result = "not_held"      // release or extend: N (an extend's ticket is lost)
+	Unsupported   Result = "unsupported"   // extend: definitely not extended, revision 2 not served
+	Ended         Result = "ended"         // extend: the ticket had ended (nothing sent), or the L came after its deadline
 	Other         Result = "other"         // anything else (a bug somewhere; Err says what)
 )
 
@@ -51,11 +57,17 @@ type Op struct {
 	Result Result `json:"result"`
 	Why    string `json:"why,omitempty"`
 	Err    string `json:"err,omitempty"`
-	// Token is the granted token (acquire OK) or the token released (release).
+	// Token is the granted token (acquire OK), the token released (release) or extended
+	// (extend).
 	Token uint64 `json:"token,omitempty"`
-	// Deadline is the Ticket's Deadline: of the grant (acquire OK) or of the ticket being
-	// released (release).
+	// Deadline is the ticket's deadline as the client reports it: of the grant (acquire OK:
+	// Ticket.Deadline), of the ticket when the release was sent (release:
+	// Ticket.CurrentDeadline), or of the ticket right after the extend's answer (extend:
+	// Ticket.CurrentDeadline; for a confirmed extend, that attempt's written_at + lease x
+	// (1 - rho)).
 	Deadline time.Duration `json:"deadline,omitempty"`
+	// Lease is the lease an extend asked for.
+	Lease time.Duration `json:"lease,omitempty"`
 	// Resent: a release whose answer came to a resend (the client sent it again after its
 	// connection was lost); an N may then be its own first attempt's doing.
 	Resent bool `json:"resent,omitempty"`
@@ -83,14 +95,17 @@ type NodeStart struct {
 	Detail string        `json:"detail,omitempty"`
 }
 
-// History is the whole record of a run, which ended at End.
+// History is the whole record of a run, which ended at End. LeasesOn, if not 0, is when the
+// runner first saw every node report protocol revision 2 switched on (the cluster's feature
+// switch, without which every extend is answered unsupported).
 type History struct {
-	Seed   uint64        `json:"seed"`
-	Nodes  int           `json:"nodes"`
-	Ops    []Op          `json:"ops"`
-	Faults []Fault       `json:"faults"`
-	Starts []NodeStart   `json:"starts"`
-	End    time.Duration `json:"end"`
+	Seed     uint64        `json:"seed"`
+	Nodes    int           `json:"nodes"`
+	LeasesOn time.Duration `json:"leases_on,omitempty"`
+	Ops      []Op          `json:"ops"`
+	Faults   []Fault       `json:"faults"`
+	Starts   []NodeStart   `json:"starts"`
+	End      time.Duration `json:"end"`
 }
 
 // Recorder collects a History from many goroutines. Its clock starts at NewRecorder.
@@ -124,6 +139,15 @@ func (r *Recorder) AddFault(f Fault) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.h.Faults = append(r.h.Faults, f)
+}
+
+// SetLeasesOn records when every node was first seen serving protocol revision 2.
+func (r *Recorder) SetLeasesOn(at time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.h.LeasesOn == 0 {
+		r.h.LeasesOn = at
+	}
 }
 
 // AddStart records a node start.

@@ -16,9 +16,20 @@ type Summary struct {
 	Ops map[string]int
 	// Holds: believed holds ended by a release sent, and by the ticket's deadline.
 	HoldsReleased, HoldsExpired int
-	// NotHeldDelayed: releases sent DefaultNotHeldMargin or more before their ticket's
-	// deadline, answered N after it; NotHeldResent: such releases answered N to a resend
-	// (neither is a violation; see checkNotHeld).
+	// Extends: extend calls, those confirmed (OK), and those answered unsupported (the cluster
+	// did not serve revision 2). HoldsExtended: holds with a confirmed extend; of those,
+	// HoldsKeptThroughFault had one confirmed after a fault began during the hold.
+	// LongestExtendedHold is the longest of them. UnsupportedWhy counts the unsupported ones
+	// by Why.
+	Extends, ExtendsConfirmed, ExtendsUnsupported int
+	UnsupportedWhy                                map[string]int
+	HoldsExtended, HoldsKeptThroughFault          int
+	LongestExtendedHold                           time.Duration
+	// LeasesOn: when every node was seen serving revision 2 (0: never).
+	LeasesOn time.Duration
+	// NotHeldDelayed: releases (and extends) sent DefaultNotHeldMargin or more before their
+	// ticket's deadline, answered N after it; NotHeldResent: such releases answered N to a
+	// resend (neither is a violation; see checkNotHeld).
 	NotHeldDelayed, NotHeldResent int
 	Faults                        []FaultSummary
 	NodeStarts, NodeStartFailed   int
@@ -47,10 +58,20 @@ func Summarize(h History, bound time.Duration) Summary {
 	if bound == 0 {
 		bound = DefaultRecoveryBound
 	}
-	s := Summary{Seed: h.Seed, Nodes: h.Nodes, Duration: h.End, Ops: map[string]int{},
-		IndeterminateWhy: map[string]int{}, IndeterminateDuring: map[string]int{}}
+	s := Summary{Seed: h.Seed, Nodes: h.Nodes, Duration: h.End, Ops: map[string]int{}, LeasesOn: h.LeasesOn,
+		UnsupportedWhy: map[string]int{}, IndeterminateWhy: map[string]int{}, IndeterminateDuring: map[string]int{}}
 	for _, op := range h.Ops {
 		s.Ops[string(op.Kind)+" "+string(op.Result)]++
+		if op.Kind == Extend {
+			s.Extends++
+			switch op.Result {
+			case OK:
+				s.ExtendsConfirmed++
+			case Unsupported:
+				s.ExtendsUnsupported++
+				s.UnsupportedWhy[op.Why]++
+			}
+		}
 		switch {
 		case !earlyNotHeld(op, DefaultNotHeldMargin):
 		case op.Resent:
@@ -68,11 +89,24 @@ func Summarize(h History, bound time.Duration) Summary {
 			s.IndeterminateDuring[faultAt(h, op.Start, bound)]++
 		}
 	}
-	for _, hd := range Holds(h) {
+	holds, exts := model(h)
+	for _, hd := range holds {
 		if hd.Released {
 			s.HoldsReleased++
 		} else {
 			s.HoldsExpired++
+		}
+		if hd.Extended > 0 {
+			s.HoldsExtended++
+			s.LongestExtendedHold = max(s.LongestExtendedHold, hd.To-hd.From)
+			if keptThroughFault(hd, h.Faults) {
+				s.HoldsKeptThroughFault++
+			}
+		}
+	}
+	for _, e := range exts {
+		if earlyExtendNotHeld(e, DefaultNotHeldMargin) && e.op.End >= e.before {
+			s.NotHeldDelayed++
 		}
 	}
 	s.Faults = summarizeFaults(h)
@@ -83,6 +117,21 @@ func Summarize(h History, bound time.Duration) Summary {
 		}
 	}
 	return s
+}
+
+// keptThroughFault: a fault began during hd, and an extend of hd was confirmed after that.
+func keptThroughFault(hd Hold, faults []Fault) bool {
+	for _, f := range faults {
+		if f.Start < hd.From || f.Start >= hd.To {
+			continue
+		}
+		for _, x := range hd.Extends {
+			if x.Result == OK && x.End > f.Start {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // faultAt names the kind of the first fault in effect at t.
@@ -153,7 +202,17 @@ func (s Summary) String() string {
 	fmt.Fprintf(&b, "chaos run: %d nodes, seed %d, %s\n", s.Nodes, s.Seed, s.Duration.Round(time.Millisecond))
 	fmt.Fprintf(&b, "operations by result: %s\n", counts(s.Ops))
 	fmt.Fprintf(&b, "believed holds: %d ended by a release, %d by the ticket's deadline\n", s.HoldsReleased, s.HoldsExpired)
-	fmt.Fprintf(&b, "releases sent >= %s before the deadline answered N, not violations: after the deadline (delayed past it) %d, to a resend %d\n",
+	on := "never seen on every node"
+	if s.LeasesOn != 0 {
+		on = "on at " + s.LeasesOn.Round(time.Millisecond).String()
+	}
+	why := ""
+	if s.ExtendsUnsupported > 0 {
+		why = ": " + counts(s.UnsupportedWhy)
+	}
+	fmt.Fprintf(&b, "extends: %d, confirmed %d, unsupported %d%s (revision 2 %s); holds extended %d, kept through a fault %d, longest %s\n",
+		s.Extends, s.ExtendsConfirmed, s.ExtendsUnsupported, why, on, s.HoldsExtended, s.HoldsKeptThroughFault, s.LongestExtendedHold.Round(time.Millisecond))
+	fmt.Fprintf(&b, "releases and extends sent >= %s before the deadline answered N, not violations: after the deadline (delayed past it) %d, to a resend %d\n",
 		DefaultNotHeldMargin, s.NotHeldDelayed, s.NotHeldResent)
 	fmt.Fprintf(&b, "node starts: %d, failed %d\n", s.NodeStarts, s.NodeStartFailed)
 	fmt.Fprintf(&b, "faults by kind (recovery: heal to first grant; leader: heal to an agreed leader; gap: longest stretch without a grant from fault to recovery):\n")
