@@ -1,7 +1,10 @@
 // Package bench is the load generator behind `latch bench`: workers, each with its own
 // client, loop acquire+release on a set of keys, and a run reports throughput, latency
 // percentiles, errors by kind and fencing inversions (a grant whose token is not above the
-// previous holder's of the same key). The CLI turns flags into a Config and prints a Result.
+// previous holder's of the same key). Holders (extenders), if asked for, keep one lock each
+// alive by extending it at a steady rate alongside the pairs, and the run reports their
+// extends per second, extend latency and every extend that failed. The CLI turns flags into
+// a Config and prints a Result (WriteText).
 package bench
 
 import (
@@ -33,6 +36,9 @@ type Config struct {
 	// Measure, if set, is called when the window opens; the func it returns when it closes
 	// (a CPU profile of the window, say).
 	Measure func() (done func())
+	// Holders, if Holders.Count is above 0, take their keys before the warm-up and extend
+	// them from then until the window closes.
+	Holders Holders
 }
 
 // Result is what a run measured.
@@ -47,6 +53,22 @@ type Result struct {
 	Errors     map[string]int64   `json:"errors"`
 	Inversions int64              `json:"fencing_inversions"`
 	Client     map[string]uint64  `json:"client"`
+
+	// The holders (omitted without any): how many there were and got their key, how long
+	// taking the keys took (before the warm-up), the extends that succeeded in the window, per
+	// second and their latency; over the whole run, the extends that failed, the periods a
+	// holder skipped because its extend took longer than the period, and every holder error
+	// by kind ("acquire: ...", "extend: ...", "release: ...").
+	Holders       int                `json:"holders,omitempty"`
+	HoldersHeld   int                `json:"holders_held,omitempty"`
+	ExtendEveryS  float64            `json:"extend_every_s,omitempty"`
+	HoldSetupS    float64            `json:"hold_setup_s,omitempty"`
+	Extends       int64              `json:"extends,omitempty"`
+	ExtendsPerS   float64            `json:"extends_per_s,omitempty"`
+	ExtendMs      map[string]float64 `json:"extend_ms,omitempty"`
+	ExtendsFailed int64              `json:"extends_failed,omitempty"`
+	ExtendsMissed int64              `json:"extends_missed,omitempty"`
+	HoldErrors    map[string]int64   `json:"hold_errors,omitempty"`
 }
 
 // worker is one worker's tally; only its own goroutine writes it until the run ends.
@@ -56,9 +78,11 @@ type worker struct {
 	errs     map[string]int64
 }
 
-// Run runs cfg until its window has passed or ctx ends. Workers finish the pair they are in
-// (cancelling an acquire in flight would make it indeterminate and cost its connection), for
-// at most the acquire wait plus 10 s.
+// Run runs cfg until its window has passed or ctx ends. Holders first take their keys; then
+// the pair workers and the holders' extends run through the warm-up and the window. Workers
+// finish the pair they are in (cancelling an acquire in flight would make it indeterminate
+// and cost its connection), for at most the acquire wait plus 10 s; holders finish the extend
+// they are in and then release their keys.
 func Run(ctx context.Context, cfg Config) Result {
 	keys := max(cfg.Keys, 1)
 	last := make([]atomic.Uint64, keys) // the newest token granted on each key
@@ -66,6 +90,25 @@ func Run(ctx context.Context, cfg Config) Result {
 	var measuring, stopping atomic.Bool
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
+
+	hs := cfg.Holders
+	var holders []*holder
+	var setup time.Duration
+	stopHolders := make(chan struct{})
+	var hwg sync.WaitGroup
+	if hs.Count > 0 {
+		t0 := time.Now()
+		holders = acquireHolders(wctx, hs, cfg.Prefix)
+		setup = time.Since(t0)
+		start := time.Now()
+		for i, h := range holders {
+			if h.t == nil {
+				continue
+			}
+			offset := time.Duration(int64(hs.Every) * int64(i) / int64(hs.Count))
+			hwg.Go(func() { h.extendLoop(wctx, hs, start, offset, &measuring, stopHolders) })
+		}
+	}
 	workers := make([]*worker, len(cfg.Clients))
 	var wg sync.WaitGroup
 	for i, cl := range cfg.Clients {
@@ -121,6 +164,7 @@ func Run(ctx context.Context, cfg Config) Result {
 	measuring.Store(false)
 	elapsed := time.Since(start)
 	done()
+	close(stopHolders)
 	stopping.Store(true)
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
@@ -130,7 +174,15 @@ func Run(ctx context.Context, cfg Config) Result {
 		stop()
 		<-finished
 	}
-	return tally(cfg, workers, elapsed, inversions.Load())
+	hwg.Wait()
+	if hs.Count > 0 {
+		releaseHolders(hs, holders)
+	}
+	res := tally(cfg, workers, elapsed, inversions.Load())
+	if hs.Count > 0 {
+		tallyHolders(&res, hs, holders, setup, elapsed)
+	}
+	return res
 }
 
 // sleep waits d or until ctx ends.
@@ -162,8 +214,12 @@ func window(ctx context.Context, d time.Duration, tick func()) {
 }
 
 func tally(cfg Config, workers []*worker, elapsed time.Duration, inversions int64) Result {
+	cls := cfg.Clients
+	if cfg.Holders.Client != nil {
+		cls = append(slices.Clip(cls), cfg.Holders.Client)
+	}
 	res := Result{Clients: len(cfg.Clients), Keys: cfg.Keys, DurationS: elapsed.Seconds(), Errors: map[string]int64{},
-		Inversions: inversions, Client: sumStats(cfg.Clients)}
+		Inversions: inversions, Client: sumStats(cls)}
 	var acq, rel []time.Duration
 	for _, w := range workers {
 		res.Pairs += w.pairs
@@ -177,6 +233,27 @@ func tally(cfg Config, workers []*worker, elapsed time.Duration, inversions int6
 	return res
 }
 
+// tallyHolders adds the holders' figures to res.
+func tallyHolders(res *Result, hs Holders, holders []*holder, setup, elapsed time.Duration) {
+	res.Holders, res.ExtendEveryS, res.HoldSetupS = hs.Count, hs.Every.Seconds(), setup.Seconds()
+	res.HoldErrors = map[string]int64{}
+	var ext []time.Duration
+	for _, h := range holders {
+		if h.t != nil {
+			res.HoldersHeld++
+		}
+		res.Extends += h.extends
+		res.ExtendsFailed += h.failed
+		res.ExtendsMissed += h.missed
+		ext = append(ext, h.ext...)
+		for k, v := range h.errs {
+			res.HoldErrors[k] += v
+		}
+	}
+	res.ExtendsPerS = float64(res.Extends) / elapsed.Seconds()
+	res.ExtendMs = percentiles(ext)
+}
+
 // ErrName is the short name a client error is counted under.
 func ErrName(err error) string {
 	for _, e := range []struct {
@@ -184,8 +261,9 @@ func ErrName(err error) string {
 		name string
 	}{
 		{client.ErrIndeterminate, "indeterminate"}, {client.ErrUnavailable, "unavailable"}, {client.ErrTimeout, "timeout"},
-		{client.ErrBusy, "busy"}, {client.ErrNotHeld, "not_held"}, {client.ErrTokenExhausted, "token_exhausted"},
-		{client.ErrQueueFull, "queue_full"}, {client.ErrClosed, "closed"},
+		{client.ErrBusy, "busy"}, {client.ErrTicketLost, "lost"}, {client.ErrNotHeld, "not_held"},
+		{client.ErrTokenExhausted, "token_exhausted"}, {client.ErrQueueFull, "queue_full"}, {client.ErrClosed, "closed"},
+		{client.ErrUnsupported, "unsupported"}, {client.ErrTicketEnded, "ended"}, {client.ErrExtendInProgress, "extend_in_progress"},
 	} {
 		if errors.Is(err, e.err) {
 			return e.name

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,7 +21,12 @@ func benchCommand() *cli.Command {
 		Usage: "load a latch server with acquire+release pairs and report throughput and latency",
 		Description: "Each of --clients workers has its own client (one connection) and loops: acquire key\n" +
 			"(worker i uses key i mod --keys), release it. --keys 1 makes every worker contend for one\n" +
-			"lock. Every grant's token is checked to be above the previous holder's of the same key.",
+			"lock. Every grant's token is checked to be above the previous holder's of the same key.\n" +
+			"--extenders N adds N holders alongside: each acquires its own key (PREFIX hold/i) once and\n" +
+			"extends it every --extend-every with --extend-lease, the N extends spread evenly over the\n" +
+			"period, all on one client of --extend-conns connections; they need a server that offers\n" +
+			"protocol revision 2. The report adds extends/s, extend latency and every extend that failed\n" +
+			"(exit 1 if any did).",
 		Flags: append(clientFlags(),
 			&cli.IntFlag{Name: "clients", Value: 16, Usage: "concurrent workers, each with its own connection"},
 			&cli.IntFlag{Name: "keys", Value: 16, Usage: "distinct keys (1: all workers contend)"},
@@ -33,6 +37,10 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "prefix", Value: "bench/", Usage: "prefix of every key"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of text"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the load generator during the window to `FILE`"},
+			&cli.IntFlag{Name: "extenders", Usage: "holders that each keep one key of their own by extending it (0: none)"},
+			&cli.DurationFlag{Name: "extend-every", Value: 10 * time.Second, Usage: "how often each holder extends"},
+			&cli.DurationFlag{Name: "extend-lease", Value: 30 * time.Second, Usage: "the holders' lease, of their acquire and of each extend (above --extend-every)"},
+			&cli.IntFlag{Name: "extend-conns", Value: 4, Usage: "connections all holders share"},
 		),
 		Action: benchAction,
 	}
@@ -55,21 +63,47 @@ func benchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ccfg.Conns = 1 // one connection per worker
+	newClient := func(conns int) (*client.Client, error) {
+		cfg := ccfg
+		cfg.Conns = conns
+		cl, err := client.New(cfg)
+		if err != nil {
+			return nil, usageErr("bench", "%s", strings.TrimPrefix(err.Error(), "latch: "))
+		}
+		return cl, nil
+	}
 	cls := make([]*client.Client, clients)
 	for i := range cls {
-		cl, err := client.New(ccfg)
-		if err != nil {
-			return usageErr("bench", "%s", strings.TrimPrefix(err.Error(), "latch: "))
+		if cls[i], err = newClient(1); err != nil { // one connection per worker
+			return err
 		}
-		defer cl.Close()
-		cls[i] = cl
+		defer cls[i].Close()
+	}
+	holders := bench.Holders{Count: c.Int("extenders"), Every: c.Duration("extend-every"), Lease: c.Duration("extend-lease"), Wait: opts.Wait}
+	if holders.Count > 0 {
+		if c.Int("extend-conns") < 1 {
+			return cli.Exit("latch bench: --extend-conns must be at least 1", exitUsage)
+		}
+		if holders.Client, err = newClient(c.Int("extend-conns")); err != nil {
+			return err
+		}
+		defer holders.Client.Close()
+	}
+	if err := holders.Validate(); err != nil {
+		return cli.Exit("latch bench: --extenders: "+err.Error(), exitUsage)
 	}
 	pctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
 	err = cls[0].Ping(pctx)
+	if err == nil && holders.Client != nil {
+		err = holders.Client.Ping(pctx)
+	}
 	cancel()
 	if err != nil {
 		return exitFor("bench", err)
+	}
+	if holders.Client != nil && holders.Client.Stats().ConnsRevised == 0 {
+		return cli.Exit("latch bench: --extenders: the server does not offer protocol revision 2, so it cannot extend "+
+			"(a cluster offers it once its feature switch is on: see latch status)", exitUnavailable)
 	}
 
 	var prof *os.File // --cpuprofile: created now, so a bad path fails before the run
@@ -82,6 +116,7 @@ func benchAction(c *cli.Context) error {
 	var prev int64
 	cfg := bench.Config{
 		Clients: cls, Keys: keys, Prefix: c.String("prefix"), Options: opts, Warmup: warm, Duration: dur,
+		Holders: holders,
 		Progress: func(elapsed time.Duration, pairs int64) {
 			stderrf(c, "bench: %5.1fs  %9d pairs  %9.0f pairs/s", elapsed.Seconds(), pairs, float64(pairs-prev))
 			prev = pairs
@@ -98,28 +133,18 @@ func benchAction(c *cli.Context) error {
 	}
 	res := bench.Run(c.Context, cfg)
 	if c.Bool("json") {
-		return json.NewEncoder(c.App.Writer).Encode(res)
+		err = json.NewEncoder(c.App.Writer).Encode(res)
+	} else {
+		err = bench.WriteText(c.App.Writer, res)
 	}
-	w := c.App.Writer
-	fmt.Fprintf(w, "clients %d  keys %d  window %.1fs\n", clients, keys, res.DurationS)
-	fmt.Fprintf(w, "pairs/s  %.0f  (%d acquire+release pairs)\n", res.PairsPerS, res.Pairs)
-	for _, row := range []struct {
-		name string
-		p    map[string]float64
-	}{{"acquire", res.AcquireMs}, {"release", res.ReleaseMs}} {
-		fmt.Fprintf(w, "%-8s p50 %.3fms  p90 %.3fms  p99 %.3fms  max %.3fms\n", row.name, row.p["p50"], row.p["p90"], row.p["p99"], row.p["max"])
-	}
-	fmt.Fprintf(w, "fencing inversions %d\n", res.Inversions)
-	names := make([]string, 0, len(res.Errors))
-	for k := range res.Errors {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
-		fmt.Fprintf(w, "%-40s %d\n", k, res.Errors[k])
+	if err != nil {
+		return err
 	}
 	if res.Inversions > 0 {
 		return cli.Exit("latch bench: a grant's token was not above the previous holder's", 1)
+	}
+	if res.ExtendsFailed > 0 {
+		return cli.Exit(fmt.Sprintf("latch bench: %d extends failed", res.ExtendsFailed), 1)
 	}
 	return nil
 }
