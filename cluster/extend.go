@@ -80,13 +80,72 @@ func (n *Node) Extend(c *Session, owner uint64, key []byte, token uint64, lease 
 		n.view.held.Retime(h.Key, token, d) // no expiry of the old lease while this is out
 	}
 	op := extOp{c: c, owner: owner, token: fsm.Token(token), lease: lease, epoch: n.epoch}
+	if n.lane.on && n.sameLease(h.Key, key, op.token, lease) {
+		n.extendLocally(h.Key, op)
+		return
+	}
+	n.view.logExtend(h.Key, false)
 	n.ap.apply(fsm.Command{Kind: fsm.CmdExtend, Key: key, Token: op.token, Lease: lease}, then{kind: fsm.CmdExtend, ext: op})
+}
+
+// sameLease reports whether an extend of name's holder tok for lease needs no log entry: the
+// table stores that lease for that token already, and no extend of it is in the log (which
+// could change the stored lease under this one). The caller holds n.mu, on a cluster leader.
+//
+// Why the log adds nothing then (etcd's model of a keep-alive): what a new leader would
+// restart is the stored lease, in full, from its own start, which comes after this leader
+// confirmed it still led (extendLocally), so after the client wrote the extend; the client
+// counts written_at + lease. The leader's own view counts the lease from the confirmation.
+func (n *Node) sameLease(name string, key []byte, tok fsm.Token, lease uint16) bool {
+	if n.view.logging(name) {
+		return false
+	}
+	same := false
+	n.ap.read(func(t *fsm.Table) {
+		if lh, ok := t.Holder(key); ok && lh.Token == tok && lh.Lease == lease {
+			same = true
+		}
+	})
+	return same
+}
+
+// extendLocally answers an extend that keeps the stored lease without a log entry: once raft
+// confirmed that this node still leads (one heartbeat round, shared, as for a release's N),
+// the holder's lease is counted anew from that moment and the answer is L; if the holder
+// changed meanwhile (a forced release, say, parked it), N; unconfirmed, E unavailable (the
+// view may keep the later deadline it was given: a lock freed later, never earlier).
+func (n *Node) extendLocally(name string, op extOp) {
+	n.confirmed(func(err error, now int64) {
+		var resp wire.Response
+		h, ok := n.view.held.Lookup(name)
+		switch {
+		case err != nil:
+			n.m.FrameError(wire.ReasonUnavailable)
+			resp = wire.Response{Op: wire.OpError, Owner: op.owner, Reason: wire.ReasonUnavailable}
+		case !ok || tokenOf(h) != op.token || h.Parked() || n.view.over(name):
+			n.m.extNotHeld.Inc()
+			resp = wire.Response{Op: wire.OpNotHeld, Owner: op.owner}
+		default:
+			n.m.extExtended.Inc()
+			n.view.held.Retime(name, uint64(op.token), now+int64(op.lease)*int64(time.Second))
+			if n.audit.on() {
+				n.audit.extend([]byte(name), op.token, op.lease, op.c.origin())
+			}
+			resp = wire.Response{Op: wire.OpExtend, Owner: op.owner}
+		}
+		if !op.c.gone {
+			op.c.out.Reply(resp)
+		}
+	})
 }
 
 // extendedResult acts on the result of an extend.
 func (n *Node) extendedResult(key []byte, op extOp, r fsm.Result, err error, now int64) {
 	h, ok := n.view.held.Get(key)
 	mine := ok && op.epoch == n.epoch && n.leading && tokenOf(h) == op.token
+	if mine {
+		n.view.logExtend(h.Key, true)
+	}
 	var resp wire.Response
 	switch {
 	case err != nil:

@@ -243,3 +243,60 @@ func TestReplicatedExtendThenRelease(t *testing.T) {
 		t.Fatalf("stats %+v: the released key is still in the view", s)
 	}
 }
+
+// An extend that keeps the stored lease needs no log entry: the leader answers L once raft
+// confirmed it still leads, and counts the lease anew from then.
+func TestReplicatedExtendOfTheSameLeaseIsConfirmedNotLogged(t *testing.T) {
+	h, log, a, ra, tok := leadingWithHolder(t, 10)
+	leasesOn(t, log)
+	h.clock.Advance(8 * time.Second)
+	h.extend(a, 2, "k", tok, 10)
+	if n := log.pending(); n != 0 {
+		t.Fatalf("%d proposed for an extend of the same lease", n)
+	}
+	ra.none(t) // not before the confirmation
+	h.clock.Advance(time.Second)
+	log.confirmAll(nil) // confirmed at 9 s: the lease runs to 19 s
+	want(t, ra.one(t), wire.OpExtend, 2)
+	h.clock.Advance(9 * time.Second) // 18 s
+	h.n.Sweep()
+	if n := log.pending(); n != 0 {
+		t.Fatalf("%d proposed before the lease counted from the confirmation ended", n)
+	}
+	h.clock.Advance(time.Second) // 19 s
+	if cmds := log.commit(); len(cmds) != 1 || cmds[0].Kind != fsm.CmdExpire || cmds[0].Extensions != 0 {
+		t.Fatalf("entries %s (%+v): want the expiry for count 0 (nothing was logged)", kinds(cmds), cmds)
+	}
+	// Unconfirmed, the answer is E unavailable: the client keeps its deadline.
+	h2, log2, b, rb, tok2 := leadingWithHolder(t, 10)
+	leasesOn(t, log2)
+	h2.extend(b, 3, "k", tok2, 10)
+	log2.confirmAll(outcome.New(outcome.NotLeader, errors.New("deposed")))
+	if got := want(t, rb.one(t), wire.OpError, 3); got.Reason != wire.ReasonUnavailable {
+		t.Fatalf("unconfirmed extend: E %s, want unavailable", got.Reason)
+	}
+}
+
+// While an extend that changes the lease is in the log, one of the stored lease goes to the
+// log too: the stored lease may be about to change under it, and the log keeps them in order.
+func TestReplicatedExtendBehindALoggedOneIsLogged(t *testing.T) {
+	h, log, a, ra, tok := leadingWithHolder(t, 30)
+	leasesOn(t, log)
+	h.extend(a, 2, "k", tok, 5)  // shortens: logged
+	h.extend(a, 3, "k", tok, 30) // the stored lease is still 30, but the one before changes it
+	cmds := log.commit()
+	if len(cmds) != 2 || cmds[0].Lease != 5 || cmds[1].Lease != 30 {
+		t.Fatalf("entries %s (%+v): want both extends in the log, in order", kinds(cmds), cmds)
+	}
+	got := ra.take()
+	if len(got) != 2 || got[0].Op != wire.OpExtend || got[1].Op != wire.OpExtend {
+		t.Fatalf("answers %+v, want L, L", got)
+	}
+	// With nothing in the log, an extend of the stored lease (now 30) is confirmed only.
+	h.extend(a, 4, "k", tok, 30)
+	if n := log.pending(); n != 0 {
+		t.Fatalf("%d proposed once no extend was in the log", n)
+	}
+	log.confirmAll(nil)
+	want(t, ra.one(t), wire.OpExtend, 4)
+}

@@ -51,6 +51,10 @@ type holdExtra struct {
 	// retried. The heap's deadline is then the retry's, not the lease's: an extend must not
 	// judge the lease by it.
 	over bool
+	// logged is how many extends of the holder are in the log, their results still to come:
+	// while one is, the lease the table stores may be about to change, so no extend is
+	// decided without the log (Node.Extend).
+	logged uint32
 }
 
 // reset empties the view (at a leadership change).
@@ -79,8 +83,35 @@ func (v *view) ended(key string) {
 // ends at deadline (it stays parked if it was: a release of it may be in flight).
 func (v *view) extended(key string, tok fsm.Token, ext uint32, deadline int64) {
 	v.held.Retime(key, uint64(tok), deadline)
-	v.extra[key] = holdExtra{ext: ext}
+	x := v.extra[key]
+	x.ext, x.over = ext, false
+	v.extra[key] = x
 }
+
+// logExtend counts an extend of key's holder submitted to the log (done false) or answered
+// (done true).
+func (v *view) logExtend(key string, done bool) {
+	x, ok := v.extra[key]
+	if !ok && done {
+		return // the holder left the view meanwhile
+	}
+	if done {
+		if x.logged == 0 {
+			return
+		}
+		x.logged--
+	} else {
+		x.logged++
+	}
+	if x == (holdExtra{}) {
+		delete(v.extra, key)
+		return
+	}
+	v.extra[key] = x
+}
+
+// logging reports whether an extend of key's holder is in the log.
+func (v *view) logging(key string) bool { return v.extra[key].logged != 0 }
 
 // len is the number of keys in the view.
 func (v *view) len() int { return v.held.Len() + v.bare }
@@ -91,11 +122,17 @@ func (v *view) len() int { return v.held.Len() + v.bare }
 //
 // ext is the holder's extension count in the table (0 for a fresh grant).
 func (v *view) hold(key string, tok fsm.Token, lease uint16, ext uint32, now int64) {
+	var logged uint32 // the same holder's extends in the log stay counted
+	if len(v.extra) != 0 {
+		if prev, ok := v.held.Lookup(key); ok && prev.Token() == uint64(tok) {
+			logged = v.extra[key].logged
+		}
+	}
 	if v.held.Set(key, uint64(tok), now+int64(lease)*int64(time.Second)) && v.keys[key] != nil {
 		v.bare--
 	}
-	if ext != 0 {
-		v.extra[key] = holdExtra{ext: ext}
+	if ext != 0 || logged != 0 {
+		v.extra[key] = holdExtra{ext: ext, logged: logged}
 	} else if len(v.extra) != 0 {
 		delete(v.extra, key)
 	}
