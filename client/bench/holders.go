@@ -61,6 +61,25 @@ func (hs Holders) Validate() error {
 	return nil
 }
 
+// ErrNoRevision2 is Ready's error for a server that does not offer protocol revision 2: it
+// cannot extend (a cluster offers the revision once its feature switch is on).
+var ErrNoRevision2 = errors.New("the server does not offer protocol revision 2, so it cannot extend (a cluster offers it once its feature switch is on: see latch status)")
+
+// Ready checks, before a run, that the holders' client reaches a server (a ping) that offers
+// protocol revision 2 on its connections. Without holders it checks nothing.
+func (hs Holders) Ready(ctx context.Context) error {
+	if hs.Count == 0 || hs.Client == nil {
+		return nil
+	}
+	if err := hs.Client.Ping(ctx); err != nil {
+		return err
+	}
+	if hs.Client.Stats().ConnsRevised == 0 {
+		return ErrNoRevision2
+	}
+	return nil
+}
+
 // holder is one holder's tally; only its own goroutine writes it until the run ends.
 type holder struct {
 	key     string

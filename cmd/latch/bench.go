@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -94,16 +95,15 @@ func benchAction(c *cli.Context) error {
 	}
 	pctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
 	err = cls[0].Ping(pctx)
-	if err == nil && holders.Client != nil {
-		err = holders.Client.Ping(pctx)
+	if err == nil {
+		err = holders.Ready(pctx)
 	}
 	cancel()
-	if err != nil {
+	switch {
+	case errors.Is(err, bench.ErrNoRevision2):
+		return cli.Exit("latch bench: --extenders: "+err.Error(), exitUnavailable)
+	case err != nil:
 		return exitFor("bench", err)
-	}
-	if holders.Client != nil && holders.Client.Stats().ConnsRevised == 0 {
-		return cli.Exit("latch bench: --extenders: the server does not offer protocol revision 2, so it cannot extend "+
-			"(a cluster offers it once its feature switch is on: see latch status)", exitUnavailable)
 	}
 
 	var prof *os.File // --cpuprofile: created now, so a bad path fails before the run
