@@ -1,12 +1,11 @@
 package forward_test
 
 import (
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/latchd/latch/cluster/forward"
-	"github.com/latchd/latch/cluster/server"
+	"github.com/latchd/latch/cluster/servertest"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
@@ -14,28 +13,6 @@ import (
 // Revision 2 end to end, with real sessions at both ends: a client session of the follower
 // (revised or latch/1), the link, and the leader's forward session (ServePeerFlags). The
 // nodes are single-mode nodes, which serve revision 2 to their clients.
-
-// servePeersFlags serves every connection of a new listener with srv.ServePeerFlags(revs),
-// standing in for the peer port's forward channel; it returns the listener's address.
-func servePeersFlags(t *testing.T, srv *server.Server, revs uint8) string {
-	t.Helper()
-	ln := listen(t)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if err := srv.ServePeerFlags(nc, revs); err != nil && !errors.Is(err, server.ErrServerClosed) {
-				t.Errorf("ServePeerFlags: %v", err)
-			}
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
-	return ln.Addr().String()
-}
 
 // dialRevised connects a client to m and makes a handshake that offers revision 2; it fails
 // the test unless m's hello echoes the offer.
@@ -61,7 +38,7 @@ func (m *member) dialRevised(t *testing.T) *wiretest.Conn {
 // their answers; a latch/1 client of the same follower, on the same link, gets A.
 func TestRevisedLinkEndToEnd(t *testing.T) {
 	ld := startLeader(t)
-	addr := servePeersFlags(t, ld.srv, wire.FlagLeases)
+	addr := servertest.ServePeersFlags(t, ld.srv, wire.FlagLeases)
 	link := newLink(t, addr, func(c *forward.Config) { c.Dial = revised(tcpDial) })
 	f := startFollower(t, link)
 	rc, old := f.dialRevised(t), f.dial(t)

@@ -91,6 +91,13 @@ func stop(t testing.TB, ts *Server, served <-chan error, ran <-chan struct{}) {
 // cleanups registered earlier (such as the server's own shutdown) run.
 func ServePeers(t testing.TB, srv *server.Server) string {
 	t.Helper()
+	return ServePeersFlags(t, srv, 0)
+}
+
+// ServePeersFlags is ServePeers for forward links that carry the protocol revisions revs
+// (srv.ServePeerFlags: wire.FlagLeases for the revised forward channel).
+func ServePeersFlags(t testing.TB, srv *server.Server, revs uint8) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
@@ -103,8 +110,8 @@ func ServePeers(t testing.TB, srv *server.Server) string {
 			if err != nil {
 				return
 			}
-			if err := srv.ServePeer(nc); err != nil && !errors.Is(err, server.ErrServerClosed) {
-				t.Errorf("ServePeer: %v", err)
+			if err := srv.ServePeerFlags(nc, revs); err != nil && !errors.Is(err, server.ErrServerClosed) {
+				t.Errorf("ServePeerFlags: %v", err)
 			}
 		}
 	}()
