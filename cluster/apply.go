@@ -3,7 +3,6 @@ package cluster
 import (
 	"errors"
 
-	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/fsm"
 )
 
@@ -12,8 +11,8 @@ import (
 type Proposer interface {
 	// Submit proposes cmd. done is called exactly once, never from inside Submit, and the
 	// done calls of all commands come from one goroutine in log order: with the command's
-	// result, or with an error that wraps ErrNotApplied or ErrMaybeApplied. Submit may keep
-	// cmd.Key.
+	// result, or with an error of outcome Unavailable (NotLeader), Refused or Indeterminate
+	// (package outcome maps each to its wire reason). Submit may keep cmd.Key.
 	Submit(cmd fsm.Command, done func(fsm.Result, error))
 }
 
@@ -78,14 +77,6 @@ type Replicated struct {
 const (
 	DefaultExpiryInFlight = 2048
 	DefaultExpiryGroup    = 128
-)
-
-// Errors a Proposer reports: the outcomes of package outcome, which also maps them to wire
-// reasons (outcome.Reason: not applied is `unavailable`, the client may retry elsewhere;
-// maybe applied is `indeterminate`).
-var (
-	ErrNotApplied   = outcome.ErrNotApplied
-	ErrMaybeApplied = outcome.ErrMaybeApplied
 )
 
 // errEpochChanged: leadership was confirmed, but the node stopped deciding (or started a new

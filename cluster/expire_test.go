@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/fsm"
 	"github.com/latchd/latch/wire"
 )
@@ -91,7 +92,7 @@ func TestNoExpiryTimerWhileFollowing(t *testing.T) {
 }
 
 // laneLog is a group proposer with raftnode's bounded queue: beyond maxQueue commands
-// proposed and not answered it refuses (ErrNotApplied), and it counts refusals. It records
+// proposed and not answered it refuses (outcome.Unavailable), and it counts refusals. It records
 // the most expiries it held at once and the largest group.
 type laneLog struct {
 	*fakeLog
@@ -114,7 +115,7 @@ func (l *laneLog) SubmitGroup(ps []Proposal) {
 	if l.fakeLog.pending()+len(ps) > l.maxQueue {
 		for _, p := range ps {
 			l.refused = append(l.refused, p.Cmd.Kind)
-			go p.Done(fsm.Result{}, fmt.Errorf("%w: queue full", ErrNotApplied))
+			go p.Done(fsm.Result{}, fmt.Errorf("%w: queue full", outcome.Unavailable))
 		}
 		return
 	}

@@ -196,7 +196,7 @@ func TestReplicatedExtendNeverRevivesAnEndedLease(t *testing.T) {
 	h.extend(a, 2, "k", tok, 30)
 	log.confirmAll(nil)
 	want(t, ra.one(t), wire.OpNotHeld, 2)
-	log.failAll(outcome.New(outcome.MaybeApplied, errors.New("lost")))
+	log.failAll(outcome.New(outcome.Indeterminate, errors.New("lost")))
 	h.extend(a, 3, "k", tok, 30) // the expiry is re-armed a second ahead; the lease is over
 	log.confirmAll(nil)
 	want(t, ra.one(t), wire.OpNotHeld, 3)

@@ -101,7 +101,7 @@ func (n *Node) Lock(key string, done func(LockInfo, error)) {
 // next waiter is granted in the same entry), for an operator: token 0 frees whichever token
 // holds it, another token only that one. done gets the token freed, or ErrNotHeld (the key
 // was free, its lease had ended, or token is not its holder), or an error with an outcome
-// (package outcome: NotLeader on a follower, MaybeApplied when the entry's fate is unknown).
+// (package outcome: NotLeader on a follower, Indeterminate when the entry's fate is unknown).
 // done is called with the node's mutex held and must not block.
 func (n *Node) ForceRelease(key []byte, token uint64, done func(uint64, error)) {
 	n.mu.Lock()

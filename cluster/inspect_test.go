@@ -151,7 +151,7 @@ func TestForceReleaseFreesAndHandsOn(t *testing.T) {
 // release itself is an entry whose result answers.
 func TestInspectionInClusterModeIsLinearizable(t *testing.T) {
 	h, log := newReplicated(t)
-	if _, err := locksOf(t, h, nil, "", "", 10); !errors.Is(err, outcome.ErrNotLeader) {
+	if _, err := locksOf(t, h, nil, "", "", 10); !errors.Is(err, outcome.NotLeader) {
 		t.Fatalf("Locks on a follower: %v", err)
 	}
 	h.n.Lead()

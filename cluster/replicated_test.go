@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/fsm"
 	"github.com/latchd/latch/wire"
 )
@@ -208,12 +209,12 @@ func TestReplicatedOutcomes(t *testing.T) {
 	h, log := leadingReplicated(t)
 	a, ra := h.conn()
 	h.acquire(a, 1, "k", 0, 30)
-	log.failAll(ErrNotApplied)
+	log.failAll(outcome.Unavailable)
 	if got := ra.one(t); got.Reason != wire.ReasonUnavailable {
 		t.Fatalf("not applied: %+v", got)
 	}
 	h.acquire(a, 2, "k", 0, 30)
-	log.failAll(ErrMaybeApplied)
+	log.failAll(outcome.Indeterminate)
 	if got := ra.one(t); got.Reason != wire.ReasonIndeterminate {
 		t.Fatalf("maybe applied: %+v", got)
 	}
@@ -301,7 +302,7 @@ func TestFollowAnswersUnproposedWaitersAndSettlesProposedOnes(t *testing.T) {
 		t.Fatalf("unproposed waiter on step-down: %+v", got)
 	}
 	rb.none(t) // proposed: its entry decides
-	log.failAll(ErrMaybeApplied)
+	log.failAll(outcome.Indeterminate)
 	if got := rb.one(t); got.Reason != wire.ReasonIndeterminate {
 		t.Fatalf("proposed waiter after step-down: %+v", got)
 	}
@@ -404,7 +405,7 @@ func TestWaiterBackAtTheHeadStillTimesOut(t *testing.T) {
 		if len(queued) != 2 || queued[1].cmd.Kind != fsm.CmdAcquire {
 			t.Fatalf("want the release and b's acquire proposed, got %d", len(queued))
 		}
-		queued[0].done(fsm.Result{}, ErrNotApplied) // the release did not happen
+		queued[0].done(fsm.Result{}, outcome.Unavailable) // the release did not happen
 		if late {
 			h.clock.Advance(6 * time.Second) // b's deadline passes while its acquire is in the log
 			rb.none(t)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/fsm"
 	"github.com/latchd/latch/wire"
 )
@@ -31,7 +32,7 @@ func TestFailedReleaseKeepsTheLeaseRunning(t *testing.T) {
 	if n := h.n.Sweep(); n != 0 { // the release is out: nothing to expire yet
 		t.Fatalf("swept %d while the release was proposed", n)
 	}
-	log.failAll(ErrNotApplied)
+	log.failAll(outcome.Unavailable)
 	if got := want(t, ra.one(t), wire.OpError, 2); got.Reason != wire.ReasonUnavailable {
 		t.Fatalf("failed release answered %+v, want E unavailable", got)
 	}
@@ -65,7 +66,7 @@ func TestStaleExpiryRetryFreesTheKey(t *testing.T) {
 		log.mu.Lock()
 		log.table.ApplyCommand(p.cmd)
 		log.mu.Unlock()
-		p.done(fsm.Result{}, ErrMaybeApplied)
+		p.done(fsm.Result{}, outcome.Indeterminate)
 	}
 	h.clock.Advance(time.Second) // the timer, re-armed for the retry
 	if cmds := log.commit(); len(cmds) != 1 || cmds[0].Kind != fsm.CmdExpire {
@@ -124,7 +125,7 @@ func TestNotHeldRetryFreesTheKey(t *testing.T) {
 		log.mu.Lock()
 		log.table.ApplyCommand(p.cmd)
 		log.mu.Unlock()
-		p.done(fsm.Result{}, ErrMaybeApplied)
+		p.done(fsm.Result{}, outcome.Indeterminate)
 	}
 	if got := want(t, ra.one(t), wire.OpError, 2); got.Reason != wire.ReasonIndeterminate {
 		t.Fatalf("release answered %+v, want E indeterminate", got)

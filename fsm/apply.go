@@ -2,7 +2,7 @@ package fsm
 
 import "fmt"
 
-// ResultKind is the outcome of one command. The zero value is not a kind.
+// ResultKind is what one applied command did. The zero value is not a kind.
 // Results are answers, never stored in the log: their values may change.
 type ResultKind uint8
 
@@ -79,7 +79,7 @@ func (k ResultKind) String() string {
 	return fmt.Sprintf("ResultKind(%d)", uint8(k))
 }
 
-// Result is the outcome of one command; ResultKind says which fields are
+// Result is what one applied command did; ResultKind says which fields are
 // set.
 type Result struct {
 	Kind     ResultKind

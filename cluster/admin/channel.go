@@ -47,7 +47,7 @@ type ChannelRequest struct {
 type channelResponse struct {
 	Error    string `json:"error,omitempty"`
 	NotFound bool   `json:"not_found,omitempty"`
-	// MaybeApplied: the error is outcome.ErrMaybeApplied (the change may have happened).
+	// MaybeApplied: the error is outcome.Indeterminate (the change may have happened).
 	MaybeApplied bool               `json:"maybe_applied,omitempty"`
 	Size         int64              `json:"size,omitempty"` // snapshot: bytes of backup after the line
 	Info         *fsm.SnapshotInfo  `json:"info,omitempty"`
@@ -82,10 +82,6 @@ func (s NodeState) HasHistory() bool { return s.LastIndex > 1 }
 
 // MaxSnapshot bounds a backup sent to or through a node (1 GiB: some 5 million held keys).
 const MaxSnapshot = 1 << 30
-
-// StatusOutcomeUnknown is the HTTP status of a change that may or may not have been applied
-// (504: the node could not learn the outcome in time): outcome.HTTPStatus's for MaybeApplied.
-const StatusOutcomeUnknown = outcome.StatusMaybeApplied
 
 // ServeChannel answers requests on ln (the admin channel's listener) with local, which must
 // act on this node without forwarding again. It returns when ln is closed.
@@ -156,7 +152,7 @@ func serveChannelConn(conn net.Conn, local Cluster, log hclog.Logger) {
 	if err != nil {
 		resp.Error, resp.NotFound = err.Error(), errors.Is(err, ErrNotFound)
 		resp.NotHeld = errors.Is(err, ErrNotHeld)
-		resp.MaybeApplied = errors.Is(err, outcome.ErrMaybeApplied)
+		resp.MaybeApplied = errors.Is(err, outcome.Indeterminate)
 	}
 	switch req.Op {
 	case "state", "locks", "lock": // reads
@@ -209,10 +205,10 @@ func call(ctx context.Context, conn net.Conn, req ChannelRequest, payload []byte
 	}
 	br := bufio.NewReader(conn)
 	if line, err = readLine(br); err != nil {
-		return resp, nil, outcome.New(outcome.MaybeApplied, errors.New("admin: no answer from the peer after the request was sent: "+err.Error()))
+		return resp, nil, outcome.New(outcome.Indeterminate, errors.New("admin: no answer from the peer after the request was sent: "+err.Error()))
 	}
 	if err := json.Unmarshal(line, &resp); err != nil {
-		return resp, nil, outcome.New(outcome.MaybeApplied, fmt.Errorf("admin: bad answer from the peer: %w", err))
+		return resp, nil, outcome.New(outcome.Indeterminate, fmt.Errorf("admin: bad answer from the peer: %w", err))
 	}
 	switch {
 	case resp.NotFound:
@@ -238,13 +234,13 @@ func call(ctx context.Context, conn net.Conn, req ChannelRequest, payload []byte
 }
 
 // relayedUnknown is a channel call's error when the peer said the outcome is unknown. It is
-// outcome.ErrMaybeApplied to errors.Is (and to outcome.Of); its message is the peer's, which
-// says so already. (A request sent with no answer back is outcome.MaybeApplied too.)
+// outcome.Indeterminate to errors.Is (and to outcome.Of); its message is the peer's, which
+// says so already. (A request sent with no answer back is outcome.Indeterminate too.)
 type relayedUnknown struct{ err error }
 
 func (u relayedUnknown) Error() string        { return u.err.Error() }
 func (u relayedUnknown) Unwrap() error        { return u.err }
-func (u relayedUnknown) Is(target error) bool { return target == outcome.ErrMaybeApplied }
+func (u relayedUnknown) Is(target error) bool { return target == outcome.Indeterminate }
 
 // relayedNotHeld is a forwarded forced release's ErrNotHeld, with the leader's message.
 type relayedNotHeld struct{ err error }

@@ -70,7 +70,7 @@ const DefaultLocksPage = 100
 type LocalLocks struct{ Node *cluster.Node }
 
 func (l LocalLocks) List(ctx context.Context, prefix, after string, limit int) (LockPage, error) {
-	p, err := await(ctx, outcome.NotApplied, func(done func(cluster.LocksPage, error)) { l.Node.Locks(prefix, after, limit, done) })
+	p, err := await(ctx, outcome.Unavailable, func(done func(cluster.LocksPage, error)) { l.Node.Locks(prefix, after, limit, done) })
 	if err != nil {
 		return LockPage{}, err
 	}
@@ -82,13 +82,13 @@ func (l LocalLocks) List(ctx context.Context, prefix, after string, limit int) (
 }
 
 func (l LocalLocks) Show(ctx context.Context, key string) (Lock, error) {
-	li, err := await(ctx, outcome.NotApplied, func(done func(cluster.LockInfo, error)) { l.Node.Lock(key, done) })
+	li, err := await(ctx, outcome.Unavailable, func(done func(cluster.LockInfo, error)) { l.Node.Lock(key, done) })
 	return lockOf(li), err
 }
 
 func (l LocalLocks) Release(ctx context.Context, key string, token uint64) (uint64, error) {
 	// Past the deadline the release may be in the log: its fate is unknown here.
-	return await(ctx, outcome.MaybeApplied, func(done func(uint64, error)) { l.Node.ForceRelease([]byte(key), token, done) })
+	return await(ctx, outcome.Indeterminate, func(done func(uint64, error)) { l.Node.ForceRelease([]byte(key), token, done) })
 }
 
 // await starts a node call that answers through done (with the node's mutex held, so done

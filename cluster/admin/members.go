@@ -74,19 +74,19 @@ func writeErr(w http.ResponseWriter, code int, err error) {
 
 // writeChangeErr answers a failed change (membership, restore) with the status that says
 // what the caller may do: its outcome's (outcome.HTTPStatus: 503 not applied, try again;
-// 504, StatusOutcomeUnknown, it may or may not have been applied, so check with what first:
+// 504, outcome.StatusIndeterminate, it may or may not have been applied, so check with what first:
 // retrying could apply it twice; 400 rejected), except that a bad backup or floor is
 // rejected (400), an unknown member is 404 and another node at that address 409.
 func writeChangeErr(w http.ResponseWriter, err error, check string) {
 	code := outcome.HTTPStatus(err)
 	switch {
 	case fsm.IsBackupError(err) || errors.Is(err, fsm.ErrFloorRange):
-		code = outcome.HTTPStatus(outcome.ErrRejected)
+		code = outcome.HTTPStatus(outcome.Refused)
 	case errors.Is(err, ErrNotFound):
 		code = http.StatusNotFound
 	case errors.Is(err, ErrOtherNode):
 		code = http.StatusConflict
-	case code == StatusOutcomeUnknown:
+	case code == outcome.StatusIndeterminate:
 		err = fmt.Errorf("%w; check %s before trying again", err, check)
 	}
 	writeErr(w, code, err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -45,7 +46,7 @@ func fakePeer(t *testing.T, answer []byte) string {
 }
 
 // A forwarded restore whose outcome the follower cannot know (no answer after it was sent,
-// or the leader saying its outcome is unknown) is ErrMaybeApplied; a refusal is not.
+// or the leader saying its outcome is unknown) is Indeterminate; a refusal is not.
 func TestForwardedRestoreOutcome(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -64,8 +65,8 @@ func TestForwardedRestoreOutcome(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err = CallRestore(ctx, conn, []byte("data"), 7)
 		cancel()
-		if err == nil || errors.Is(err, raftnode.ErrMaybeApplied) != c.maybe {
-			t.Errorf("%s: %v; maybe applied = %v, want %v", c.name, err, errors.Is(err, raftnode.ErrMaybeApplied), c.maybe)
+		if err == nil || errors.Is(err, outcome.Indeterminate) != c.maybe {
+			t.Errorf("%s: %v; maybe applied = %v, want %v", c.name, err, errors.Is(err, outcome.Indeterminate), c.maybe)
 		}
 	}
 }
@@ -74,7 +75,7 @@ func TestForwardedRestoreOutcome(t *testing.T) {
 // cannot be made to do that on demand.
 type unknownOutcome struct{ Cluster }
 
-var errUnknown = fmt.Errorf("raftnode: %w", raftnode.ErrMaybeApplied)
+var errUnknown = fmt.Errorf("raftnode: %w", outcome.Indeterminate)
 
 func (unknownOutcome) Restore(context.Context, []byte, uint64) (raftnode.Restored, error) {
 	return raftnode.Restored{}, errUnknown
@@ -82,7 +83,7 @@ func (unknownOutcome) Restore(context.Context, []byte, uint64) (raftnode.Restore
 func (unknownOutcome) AddMember(context.Context, string, string, bool) error { return errUnknown }
 func (unknownOutcome) RemoveMember(context.Context, string) error            { return errUnknown }
 
-// A restore or membership change whose outcome is unknown answers 504 (StatusOutcomeUnknown)
+// A restore or membership change whose outcome is unknown answers 504 (outcome.StatusIndeterminate)
 // with what to check first, so that a client does not take it for "not applied, retry".
 func TestChangeOutcomeUnknownIs504(t *testing.T) {
 	h := Handler(prometheus.NewRegistry(), func() error { return nil }, Options{Cluster: unknownOutcome{}})
@@ -95,7 +96,7 @@ func TestChangeOutcomeUnknownIs504(t *testing.T) {
 	} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, cliRequest(c.method, c.path, bytes.NewReader([]byte(c.body))))
-		if rec.Code != StatusOutcomeUnknown || !bytes.Contains(rec.Body.Bytes(), []byte(c.check)) {
+		if rec.Code != outcome.StatusIndeterminate || !bytes.Contains(rec.Body.Bytes(), []byte(c.check)) {
 			t.Errorf("%s %s with an unknown outcome: %d %s", c.method, c.path, rec.Code, rec.Body.String())
 		}
 	}

@@ -20,7 +20,7 @@ func TestChangeErrorStatusIsTheOutcomes(t *testing.T) {
 			t.Errorf("%v: status %d, want %d", k, rec.Code, outcome.HTTPStatus(err))
 		}
 		body := rec.Body.String()
-		if k == outcome.MaybeApplied && (!strings.Contains(body, "latch peers list") || strings.Count(body, "outcome unknown") != 1) {
+		if k == outcome.Indeterminate && (!strings.Contains(body, "latch peers list") || strings.Count(body, "outcome unknown") != 1) {
 			t.Errorf("%v: body %q: want the check named and the outcome said once", k, body)
 		}
 	}

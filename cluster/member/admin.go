@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/cluster/peer"
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/fsm"
@@ -59,7 +60,7 @@ func (m membership) Members() ([]admin.Member, error) {
 // asks whoever answers at addr who it is, and refuses when that is another member.
 //
 // Once the cluster's feature switch is on, a server whose peer port refuses protocol
-// revision 2 is refused (outcome Rejected, 400): a latch without it would halt on the log.
+// revision 2 is refused (outcome Refused, 400): a latch without it would halt on the log.
 // One that cannot be asked yet enters as a nonvoter and gets its vote only once it shows it
 // serves the revision (features.admit, features.proven). The check runs under the switch's
 // gate, so no server enters between the switch's probe and its commit, on the node that
@@ -191,7 +192,7 @@ func (m membership) State() (admin.NodeState, error) {
 // orForward runs call on a connection to the leader's admin channel when err says this
 // node is not the leader; otherwise it returns err.
 func (m membership) orForward(ctx context.Context, err error, call func(net.Conn) error) error {
-	if err == nil || !m.forward || !errors.Is(err, raftnode.ErrNotLeader) {
+	if err == nil || !m.forward || !errors.Is(err, outcome.NotLeader) {
 		return err
 	}
 	r, _ := m.node()

@@ -247,7 +247,7 @@ func (f *features) admit(ctx context.Context, id, addr string) (release func(), 
 	case err == nil:
 	case errors.Is(err, peer.ErrRejected):
 		release()
-		return nil, outcome.New(outcome.Rejected, fmt.Errorf("the cluster runs protocol revision 2 (switched on for good) and %s at %s does not serve it: "+
+		return nil, outcome.New(outcome.Refused, fmt.Errorf("the cluster runs protocol revision 2 (switched on for good) and %s at %s does not serve it: "+
 			"its peer port refused the revised forward channel, so it runs an older latch (or does not hold this cluster's --peer-secret-file); "+
 			"upgrade it before adding it", id, addr))
 	default:

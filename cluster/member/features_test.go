@@ -148,11 +148,11 @@ func TestFeatureSwitch(t *testing.T) {
 	ctx = phase()
 	for _, via := range ms[:2] {
 		err := via.m.Admin().AddMember(ctx, "m3", old.m.adv, true)
-		if !errors.Is(err, outcome.ErrRejected) || !strings.Contains(err.Error(), "does not serve it") {
+		if !errors.Is(err, outcome.Refused) || !strings.Contains(err.Error(), "does not serve it") {
 			t.Fatalf("adding m3, which holds revision 2 back, via %s: %v; want it rejected, saying why", via.m.ID(), err)
 		}
 	}
-	if err := leader.m.Admin().AddMember(ctx, "m3", old.m.adv, false); !errors.Is(err, outcome.ErrRejected) {
+	if err := leader.m.Admin().AddMember(ctx, "m3", old.m.adv, false); !errors.Is(err, outcome.Refused) {
 		t.Fatalf("adding m3 as a nonvoter: %v, want it rejected", err)
 	}
 	for _, s := range leader.m.Raft().Servers() {

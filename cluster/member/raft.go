@@ -28,7 +28,7 @@ var errNotStarted = errors.New("raft is not started yet")
 func (a *raftAdapter) Submit(cmd fsm.Command, done func(fsm.Result, error)) {
 	r := a.r.Load()
 	if r == nil {
-		go done(fsm.Result{}, outcome.New(outcome.NotApplied, errNotStarted))
+		go done(fsm.Result{}, outcome.New(outcome.Unavailable, errNotStarted))
 		return
 	}
 	r.Submit(cmd, func(res fsm.Result, err error) { done(res, withOutcome(err)) })
@@ -55,7 +55,7 @@ func (a *raftAdapter) SubmitGroup(ps []cluster.Proposal) {
 // defence): then it may or may not have been applied, the one answer that is never wrong.
 func withOutcome(err error) error {
 	if _, ok := outcome.Of(err); err != nil && !ok {
-		return outcome.New(outcome.MaybeApplied, err)
+		return outcome.New(outcome.Indeterminate, err)
 	}
 	return err
 }

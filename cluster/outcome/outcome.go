@@ -1,12 +1,3 @@
-// Package outcome is the one vocabulary for what became of a command that did not succeed:
-// it was not applied, it may or may not have been applied, it was not applied because this
-// node does not lead, or it was rejected. Outcomes start in cluster/raftnode (which
-// classifies every raft error into one), travel through package cluster and
-// cluster/member unchanged, and end as a wire reason (Reason) or an HTTP status
-// (HTTPStatus): one table each, here.
-//
-// It imports only the standard library and package wire, so that every layer can use it;
-// it must never grow a dependency on the packages that use it.
 package outcome
 
 import (
@@ -16,54 +7,70 @@ import (
 	"github.com/latchd/latch/wire"
 )
 
-// Kind is one outcome. A Kind is an error, for errors.Is: an error of kind NotLeader or
-// Rejected also Is NotApplied, since neither reached the log.
+// Kind is one outcome (the table in doc.go). A Kind is an error, for errors.Is and for
+// wrapping with %w: an error of kind NotLeader also Is Unavailable.
 type Kind uint8
 
+// The outcomes. Their numbers are not carried anywhere; their names are (MarshalText).
 const (
-	// NotApplied: the command never reached the log, on any node, and never will. Nothing
-	// changed; the caller may retry, here or elsewhere.
-	NotApplied Kind = iota + 1
-	// MaybeApplied: the command reached the log, or may have, and its outcome is unknown: it
-	// may be applied already, later by another leader, or never. A retry could apply it
-	// twice: the caller answers "indeterminate".
-	MaybeApplied
-	// NotLeader: not applied, because this node is not the established leader. Send the
-	// command to the leader.
+	// Unavailable: definitely not applied; the caller may retry, here or elsewhere.
+	Unavailable Kind = iota + 1
+	// Indeterminate: it may or may not have been applied; a blind retry could apply it twice.
+	Indeterminate
+	// NotLeader: not applied (Unavailable), because this node is not the established leader.
 	NotLeader
-	// Rejected: not applied, because the command itself cannot be carried out (bad input);
-	// retrying it unchanged fails the same way.
-	Rejected
+	// Refused: not applied, because the command itself cannot be carried out.
+	Refused
 )
 
 // Kinds lists every outcome, for tables and their tests.
-var Kinds = []Kind{NotApplied, MaybeApplied, NotLeader, Rejected}
-
-// The outcomes as errors, for errors.Is and for wrapping with %w.
-var (
-	ErrNotApplied   error = NotApplied
-	ErrMaybeApplied error = MaybeApplied
-	ErrNotLeader    error = NotLeader
-	ErrRejected     error = Rejected
-)
+var Kinds = []Kind{Unavailable, Indeterminate, NotLeader, Refused}
 
 // Error says the outcome; it is the start of an error message.
 func (k Kind) Error() string {
 	switch k {
-	case NotApplied, NotLeader:
+	case Unavailable, NotLeader:
 		return "not applied"
-	case MaybeApplied:
+	case Indeterminate:
 		return "outcome unknown (it may or may not have been applied)"
-	case Rejected:
-		return "rejected"
+	case Refused:
+		return "refused (not applied)"
 	}
 	return "unknown outcome"
 }
 
-// Is makes an error of kind NotLeader or Rejected match NotApplied too.
+// Is makes an error of kind NotLeader match Unavailable too.
 func (k Kind) Is(target error) bool {
 	t, ok := target.(Kind)
-	return ok && (t == k || t == NotApplied && (k == NotLeader || k == Rejected))
+	return ok && (t == k || t == Unavailable && k == NotLeader)
+}
+
+// names are the kinds as text, where one node tells another (cluster/admin's channel).
+var names = map[Kind]string{
+	Unavailable:   "unavailable",
+	Indeterminate: "indeterminate",
+	NotLeader:     "not_leader",
+	Refused:       "refused",
+}
+
+// MarshalText is k's name: the wire reason where it has one of its own.
+func (k Kind) MarshalText() ([]byte, error) {
+	if n, ok := names[k]; ok {
+		return []byte(n), nil
+	}
+	return nil, errors.New("outcome: no name for kind")
+}
+
+// UnmarshalText reads a name MarshalText wrote. A name it does not know (from a later latch)
+// is no kind (0) and no error, so that the rest of what carries it still counts.
+func (k *Kind) UnmarshalText(b []byte) error {
+	*k = 0
+	for kind, n := range names {
+		if n == string(b) {
+			*k = kind
+		}
+	}
+	return nil
 }
 
 // Error is an outcome and its cause. Its message is one sentence: the outcome, then why
@@ -89,13 +96,13 @@ func (e *Error) Unwrap() error { return e.Cause }
 func (e *Error) Is(target error) bool { return e.Kind.Is(target) }
 
 // Of returns the outcome err carries, and false if it carries none. The most specific kind
-// wins: an error that is NotLeader is reported as NotLeader, not NotApplied.
+// wins: an error that is NotLeader is reported as NotLeader, not Unavailable.
 func Of(err error) (Kind, bool) {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Kind, true
 	}
-	for _, k := range []Kind{MaybeApplied, NotLeader, Rejected, NotApplied} {
+	for _, k := range []Kind{Indeterminate, NotLeader, Refused, Unavailable} {
 		if errors.Is(err, k) {
 			return k, true
 		}
@@ -111,31 +118,30 @@ func kindOr(err error, def Kind) Kind {
 	return def
 }
 
-// reasons is the wire reason of each outcome. A rejected command is one the node should
-// never have proposed: a bug, so internal.
+// reasons is the wire reason of each outcome (doc.go's table, column "wire reason").
 var reasons = map[Kind]wire.Reason{
-	NotApplied:   wire.ReasonUnavailable,
-	MaybeApplied: wire.ReasonIndeterminate,
-	NotLeader:    wire.ReasonUnavailable,
-	Rejected:     wire.ReasonInternal,
+	Unavailable:   wire.ReasonUnavailable,
+	Indeterminate: wire.ReasonIndeterminate,
+	NotLeader:     wire.ReasonUnavailable,
+	Refused:       wire.ReasonInternal,
 }
 
 // Reason is the wire reason of err's outcome; an error that carries none is unavailable
 // (it was not applied).
-func Reason(err error) wire.Reason { return reasons[kindOr(err, NotApplied)] }
+func Reason(err error) wire.Reason { return reasons[kindOr(err, Unavailable)] }
 
-// StatusMaybeApplied is the HTTP status of a change whose outcome is unknown (504: the
+// StatusIndeterminate is the HTTP status of a change whose outcome is unknown (504: the
 // node could not learn it in time).
-const StatusMaybeApplied = http.StatusGatewayTimeout
+const StatusIndeterminate = http.StatusGatewayTimeout
 
-// statuses is the HTTP status of each outcome.
+// statuses is the HTTP status of each outcome (doc.go's table, column "HTTP status").
 var statuses = map[Kind]int{
-	NotApplied:   http.StatusServiceUnavailable,
-	MaybeApplied: StatusMaybeApplied,
-	NotLeader:    http.StatusServiceUnavailable,
-	Rejected:     http.StatusBadRequest,
+	Unavailable:   http.StatusServiceUnavailable,
+	Indeterminate: StatusIndeterminate,
+	NotLeader:     http.StatusServiceUnavailable,
+	Refused:       http.StatusBadRequest,
 }
 
 // HTTPStatus is the HTTP status of err's outcome; an error that carries none is 503 (not
 // applied: try again).
-func HTTPStatus(err error) int { return statuses[kindOr(err, NotApplied)] }
+func HTTPStatus(err error) int { return statuses[kindOr(err, Unavailable)] }

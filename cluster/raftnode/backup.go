@@ -13,7 +13,7 @@ import (
 
 // Backup writes a consistent snapshot of the replicated state (held locks and the token
 // counter) to w, in the FSM's snapshot format; on the established leader only (errors wrap
-// ErrNotLeader elsewhere). A Barrier first makes sure this node still leads and has applied
+// NotLeader elsewhere). A Barrier first makes sure this node still leads and has applied
 // everything committed, so the backup holds every grant a client has been answered. Nothing
 // is written to w unless every check passed.
 func (n *Node) Backup(ctx context.Context, w io.Writer) (fsm.SnapshotInfo, error) {
@@ -137,13 +137,13 @@ func (n *Node) Restore(ctx context.Context, data []byte, floor uint64) (Restored
 		// view from the old state can mix with the restored one.
 		n.log.Warn("restore: the caller gave up; waiting for raft to finish installing the backup before leading again", "error", ctx.Err())
 		<-done
-		err = fmt.Errorf("raftnode: restore: %w", maybeApplied(ctx.Err()))
+		err = fmt.Errorf("raftnode: restore: %w", indeterminate(ctx.Err()))
 		return out, err
 	}
 	if err != nil {
 		// raft may have installed the backup before the error (the entry after it failed):
 		// the outcome is unknown here; latch status tells.
-		err = fmt.Errorf("raftnode: restore: %w", maybeApplied(err))
+		err = fmt.Errorf("raftnode: restore: %w", indeterminate(err))
 		return out, err
 	}
 	state.Index = n.raft.AppliedIndex()

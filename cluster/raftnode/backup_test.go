@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	oc "github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/fsm"
 )
 
@@ -44,8 +45,8 @@ func TestBackupRestoreAcrossClusters(t *testing.T) {
 		t.Fatalf("backup info %+v, want last %d keys %d", info, srcLast, len(want))
 	}
 	for _, f := range src.followers() {
-		if _, err := f.n.Backup(context.Background(), &bytes.Buffer{}); !errors.Is(err, ErrNotLeader) {
-			t.Fatalf("backup on a follower: %v, want ErrNotLeader", err)
+		if _, err := f.n.Backup(context.Background(), &bytes.Buffer{}); !errors.Is(err, oc.NotLeader) {
+			t.Fatalf("backup on a follower: %v, want NotLeader", err)
 		}
 	}
 
@@ -105,8 +106,8 @@ func TestRestoreNeverLowersCounter(t *testing.T) {
 	if _, err := l.n.Restore(context.Background(), bad, 0); !errors.Is(err, fsm.ErrSnapshotCorrupt) {
 		t.Fatalf("corrupt backup: %v, want ErrSnapshotCorrupt", err)
 	}
-	if _, err := c.followers()[0].n.Restore(context.Background(), empty, 0); !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("restore on a follower: %v, want ErrNotLeader", err)
+	if _, err := c.followers()[0].n.Restore(context.Background(), empty, 0); !errors.Is(err, oc.NotLeader) {
+		t.Fatalf("restore on a follower: %v, want NotLeader", err)
 	}
 	c.converged(held, last)
 
@@ -203,8 +204,8 @@ func TestRestoreCallerGivesUpDuringInstall(t *testing.T) {
 	testHookBeforeRaftRestore = cancel
 	t.Cleanup(func() { testHookBeforeRaftRestore = nil })
 	_, err := l.n.Restore(ctx, buf, 1_000_000)
-	if !errors.Is(err, ErrMaybeApplied) {
-		t.Fatalf("restore whose caller gave up = %v, want ErrMaybeApplied", err)
+	if !errors.Is(err, oc.Indeterminate) {
+		t.Fatalf("restore whose caller gave up = %v, want Indeterminate", err)
 	}
 	if l.leads.Load() != leads+1 || !l.n.IsLeader() {
 		t.Fatalf("after the restore returned: %d OnLeader calls (want %d), leading %v", l.leads.Load(), leads+1, l.n.IsLeader())

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	oc "github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/fsm"
 )
 
@@ -23,8 +24,8 @@ func TestThreeNodes(t *testing.T) {
 	for _, f := range c.followers() {
 		start := time.Now()
 		_, err := submit(t, f.n, acquire("from-follower"))
-		if !errors.Is(err, ErrNotApplied) || !errors.Is(err, ErrNotLeader) || !strings.Contains(err.Error(), l.id) {
-			t.Fatalf("submit on follower %s: %v, want ErrNotApplied/ErrNotLeader naming %s", f.id, err, l.id)
+		if !errors.Is(err, oc.Unavailable) || !errors.Is(err, oc.NotLeader) || !strings.Contains(err.Error(), l.id) {
+			t.Fatalf("submit on follower %s: %v, want Unavailable/NotLeader naming %s", f.id, err, l.id)
 		}
 		if d := time.Since(start); d > 500*time.Millisecond {
 			t.Fatalf("follower took %v to reject", d)
@@ -32,7 +33,7 @@ func TestThreeNodes(t *testing.T) {
 		if id, addr := f.n.Leader(); id != l.id || addr != l.addr {
 			t.Fatalf("follower %s: Leader() = %s %s, want %s %s", f.id, id, addr, l.id, l.addr)
 		}
-		if err := f.n.AddVoter("x", "127.0.0.1:1"); !errors.Is(err, ErrNotLeader) {
+		if err := f.n.AddVoter("x", "127.0.0.1:1"); !errors.Is(err, oc.NotLeader) {
 			t.Fatalf("AddVoter on follower: %v", err)
 		}
 	}
@@ -226,8 +227,8 @@ func TestAddVoterCaughtUp(t *testing.T) {
 		return out
 	}
 
-	if err := c.followers()[0].n.AddVoterCaughtUp(context.Background(), tn.id, tn.addr, 10*time.Millisecond, lastIndex); !errors.Is(err, ErrNotLeader) || !errors.Is(err, ErrNotApplied) {
-		t.Fatalf("AddVoterCaughtUp on a follower = %v, want ErrNotApplied and ErrNotLeader", err)
+	if err := c.followers()[0].n.AddVoterCaughtUp(context.Background(), tn.id, tn.addr, 10*time.Millisecond, lastIndex); !errors.Is(err, oc.NotLeader) || !errors.Is(err, oc.Unavailable) {
+		t.Fatalf("AddVoterCaughtUp on a follower = %v, want Unavailable and NotLeader", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	err := l.n.AddVoterCaughtUp(ctx, tn.id, tn.addr, 50*time.Millisecond, lastIndex)
@@ -296,8 +297,8 @@ func TestAddVoterCaughtUpNeverUndoesARemoval(t *testing.T) {
 		t.Fatalf("RemoveServer: %v", err)
 	}
 	close(gate)
-	if err := <-done; !errors.Is(err, ErrNotApplied) || !strings.Contains(err.Error(), "no longer a member") {
-		t.Fatalf("AddVoterCaughtUp after the member was removed = %v, want ErrNotApplied saying it is no longer a member", err)
+	if err := <-done; !errors.Is(err, oc.Unavailable) || !strings.Contains(err.Error(), "no longer a member") {
+		t.Fatalf("AddVoterCaughtUp after the member was removed = %v, want Unavailable saying it is no longer a member", err)
 	}
 	for _, s := range l.n.Servers() {
 		if s.ID == tn.id {
@@ -332,8 +333,8 @@ func TestLeaderShutdownTransfers(t *testing.T) {
 }
 
 // Shutting the leader down under load answers every command (no hang), each with a result or
-// exactly one of ErrNotApplied and ErrMaybeApplied; the survivors then hold every granted
-// key and none of those answered ErrNotApplied. Graceful: Shutdown (leadership transfer
+// exactly one of Unavailable and Indeterminate; the survivors then hold every granted
+// key and none of those answered Unavailable. Graceful: Shutdown (leadership transfer
 // first). Abrupt: raft stops under the proposer first, as on a crash of raft alone, leaving
 // entries in flight whose futures fail or are never answered.
 func TestShutdownUnderLoad(t *testing.T) {
@@ -416,7 +417,7 @@ func testShutdownUnderLoad(t *testing.T, abrupt bool) {
 			}
 		case !exactlyOneOutcome(r.err):
 			t.Errorf("%s: error %v wraps neither or both outcomes", r.key, r.err)
-		case errors.Is(r.err, ErrNotApplied):
+		case errors.Is(r.err, oc.Unavailable):
 			notApplied++
 			if held {
 				t.Errorf("%s answered %v but is held by %d", r.key, r.err, h.Token)

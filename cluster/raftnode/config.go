@@ -38,7 +38,7 @@ const (
 	// floor) before it gives leadership away.
 	establishAttempts = 3
 	// shutdownGrace is how long the dispatcher still waits for a future after raft has shut
-	// down: raft answers nothing after that, so the rest are answered ErrMaybeApplied.
+	// down: raft answers nothing after that, so the rest are answered Indeterminate.
 	shutdownGrace = 100 * time.Millisecond
 )
 
@@ -112,7 +112,7 @@ type Config struct {
 
 	// ApplyTimeout bounds every wait on raft: the enqueue of an entry, and separately the
 	// wait for its commit and result; every Barrier, membership change and leadership
-	// transfer. A command whose entry gets no answer in time is answered ErrMaybeApplied
+	// transfer. A command whose entry gets no answer in time is answered Indeterminate
 	// wrapping ErrTimeout. Default 10 s.
 	ApplyTimeout time.Duration
 
@@ -124,7 +124,7 @@ type Config struct {
 	MaxInFlight int
 
 	// MaxQueue is the most commands waiting to be packed into an entry; a Submit beyond it
-	// is answered ErrNotApplied wrapping ErrQueueFull. Default 16384.
+	// is answered Unavailable wrapping ErrQueueFull. Default 16384.
 	MaxQueue int
 
 	// SnapshotInterval, SnapshotThreshold and TrailingLogs drive raft's automatic snapshots:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	oc "github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/fsm"
 )
 
@@ -77,20 +78,20 @@ func TestClassify(t *testing.T) {
 	cases := []struct {
 		err       error
 		index     uint64
-		want      error // ErrNotApplied, ErrMaybeApplied or nil
+		want      error // oc.Unavailable, oc.Indeterminate or nil
 		notLeader bool
 	}{
 		{nil, 0, nil, false},
-		{raft.ErrNotLeader, 0, ErrNotApplied, true},
-		{raft.ErrLeadershipTransferInProgress, 0, ErrNotApplied, false},
-		{raft.ErrEnqueueTimeout, 0, ErrNotApplied, false},
-		{raft.ErrRaftShutdown, 0, ErrNotApplied, false},
-		{raft.ErrRaftShutdown, 7, ErrMaybeApplied, false},
-		{raft.ErrLeadershipLost, 0, ErrMaybeApplied, false},
-		{raft.ErrLeadershipLost, 7, ErrMaybeApplied, false},
-		{raft.ErrAbortedByRestore, 7, ErrMaybeApplied, false},
-		{fmt.Errorf("unable to store logs within log store: %w", other), 7, ErrMaybeApplied, false},
-		{ErrTimeout, 0, ErrMaybeApplied, false},
+		{raft.ErrNotLeader, 0, oc.Unavailable, true},
+		{raft.ErrLeadershipTransferInProgress, 0, oc.Unavailable, false},
+		{raft.ErrEnqueueTimeout, 0, oc.Unavailable, false},
+		{raft.ErrRaftShutdown, 0, oc.Unavailable, false},
+		{raft.ErrRaftShutdown, 7, oc.Indeterminate, false},
+		{raft.ErrLeadershipLost, 0, oc.Indeterminate, false},
+		{raft.ErrLeadershipLost, 7, oc.Indeterminate, false},
+		{raft.ErrAbortedByRestore, 7, oc.Indeterminate, false},
+		{fmt.Errorf("unable to store logs within log store: %w", other), 7, oc.Indeterminate, false},
+		{ErrTimeout, 0, oc.Indeterminate, false},
 	}
 	for _, tc := range cases {
 		got := classify(tc.err, tc.index)
@@ -103,8 +104,8 @@ func TestClassify(t *testing.T) {
 		if !errors.Is(got, tc.want) || !exactlyOneOutcome(got) || !errors.Is(got, tc.err) {
 			t.Errorf("classify(%v, %d) = %v, want %v wrapping the cause", tc.err, tc.index, got, tc.want)
 		}
-		if errors.Is(got, ErrNotLeader) != tc.notLeader {
-			t.Errorf("classify(%v): ErrNotLeader = %v, want %v", tc.err, !tc.notLeader, tc.notLeader)
+		if errors.Is(got, oc.NotLeader) != tc.notLeader {
+			t.Errorf("classify(%v): NotLeader = %v, want %v", tc.err, !tc.notLeader, tc.notLeader)
 		}
 	}
 }

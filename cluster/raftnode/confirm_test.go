@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	oc "github.com/latchd/latch/cluster/outcome"
 )
 
 // confirmOf calls n.Confirm and waits (at most bound) for its answer.
@@ -46,15 +48,15 @@ func TestConfirmLeadership(t *testing.T) {
 	}
 
 	f := c.followers()[0]
-	if err := confirmOf(t, f.n, testApply+5*time.Second); !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("follower's Confirm: %v, want ErrNotLeader", err)
+	if err := confirmOf(t, f.n, testApply+5*time.Second); !errors.Is(err, oc.NotLeader) {
+		t.Fatalf("follower's Confirm: %v, want NotLeader", err)
 	}
 
 	for _, tn := range c.followers() {
 		c.shutdown(tn)
 	}
 	err := confirmOf(t, l.n, testApply+testLease+10*time.Second)
-	if !errors.Is(err, ErrNotLeader) || !errors.Is(err, ErrNotApplied) {
+	if !errors.Is(err, oc.NotLeader) || !errors.Is(err, oc.Unavailable) {
 		t.Fatalf("Confirm of a leader without its quorum: %v, want a not-leader error", err)
 	}
 }

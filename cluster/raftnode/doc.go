@@ -43,15 +43,15 @@
 // # Errors
 //
 // Every failure of a command or a membership change carries exactly one outcome of package
-// cluster/outcome: ErrNotApplied (never appended: nothing changed, safe to retry) or
-// ErrMaybeApplied (appended, or may have been: the client must be told the outcome is
-// unknown), with the cause, following the table in shared/notes/hashicorp-raft.md section 1
-// (see classify). A command refused because this node does not lead is ErrNotLeader, and
-// one that can never be carried out as it is (it fails fsm's validation, or its group is too
-// large or holds such a command) is Rejected; both are ErrNotApplied too. An error response
-// from the FSM means it halted (fsm.ErrHalted: it met an entry it cannot decode, this one or
-// an earlier one): the entry is in the log and replicas that read it apply it, so
-// ErrMaybeApplied.
+// cluster/outcome, with the cause: Unavailable (never appended: nothing changed, safe to
+// retry) or Indeterminate (appended, or may have been: the client must be told the outcome
+// is unknown), following the table in shared/notes/hashicorp-raft.md section 1 (see
+// classify). A command refused because this node does not lead is NotLeader, which is
+// Unavailable too, and one that can never be carried out as it is (it fails fsm's
+// validation, or its group is too large or holds such a command) is Refused. An error
+// response from the FSM means it halted (fsm.ErrHalted: it met an entry it cannot decode,
+// this one or an earlier one): the entry is in the log and replicas that read it apply it,
+// so Indeterminate.
 //
 // # Who may speak Raft
 //

@@ -8,28 +8,14 @@ import (
 	oc "github.com/latchd/latch/cluster/outcome" // "outcome" names a test type here
 )
 
-// The outcomes a failed command can have, from package outcome. Every error a Submit
-// callback or a membership call returns carries exactly one of ErrNotApplied (NotLeader
-// included) and ErrMaybeApplied, together with the cause (a raft error or one of the
-// reasons below), so callers branch with errors.Is and log the whole message, which names
-// the outcome once.
-var (
-	// ErrNotApplied: the command was never appended to the log, on any node, and never will
-	// be. Nothing changed; the caller may answer "unavailable" and the client may retry.
-	ErrNotApplied = oc.ErrNotApplied
+// Every error a Submit callback or a membership call returns carries exactly one outcome of
+// package outcome (outcome.Of): Unavailable (NotLeader included: not applied, because this
+// node is not the leader or has not yet established its leadership, Barrier and token
+// floor, so it proposes nothing), Refused or Indeterminate, together with the cause (a raft
+// error or one of the reasons below), so callers branch with errors.Is and log the whole
+// message, which names the outcome once.
 
-	// ErrMaybeApplied: the command reached the log, or may have, and its outcome is unknown
-	// here: it may already be applied, may be applied later by another leader, or may never
-	// be. The caller must answer "indeterminate"; a retry could apply it twice.
-	ErrMaybeApplied = oc.ErrMaybeApplied
-
-	// ErrNotLeader: not applied, because this node is not the leader, or has not yet
-	// established its leadership (Barrier and token floor), so it proposes nothing. Send the
-	// command to the leader. An error that is ErrNotLeader is ErrNotApplied too.
-	ErrNotLeader = oc.ErrNotLeader
-)
-
-// Reasons wrapped in an ErrNotApplied or ErrMaybeApplied outcome.
+// Reasons wrapped in an outcome.
 var (
 	// ErrShutdown: the node is shutting down or has shut down.
 	ErrShutdown = errors.New("raftnode: node is shut down")
@@ -62,7 +48,7 @@ var (
 )
 
 // classify maps the error of a raft future, with the log index it reported (0 when the entry
-// was never given one), to ErrNotApplied or ErrMaybeApplied wrapping the cause. The table is
+// was never given one), to an error of outcome Unavailable (NotLeader) or Indeterminate wrapping the cause. The table is
 // section 1 of shared/notes/hashicorp-raft.md:
 //
 //	raft.ErrNotLeader                         not applied (never dispatched)
@@ -83,18 +69,19 @@ func classify(err error, index uint64) error {
 	case errors.Is(err, raft.ErrLeadershipTransferInProgress),
 		errors.Is(err, raft.ErrEnqueueTimeout),
 		errors.Is(err, raft.ErrRaftShutdown) && index == 0:
-		return notApplied(err)
+		return unavailable(err)
 	default:
-		return maybeApplied(err)
+		return indeterminate(err)
 	}
 }
 
-// notApplied is the outcome "not applied", because of reason.
-func notApplied(reason error) error { return oc.New(oc.NotApplied, reason) }
+// unavailable is the outcome Unavailable ("not applied"), because of reason.
+func unavailable(reason error) error { return oc.New(oc.Unavailable, reason) }
 
-// refused is the outcome Rejected ("not applied, and never will be as it is"), because of
+// refused is the outcome Refused ("not applied, and never will be as it is"), because of
 // reason: the command (or its group) itself cannot be carried out.
-func refused(reason error) error { return oc.New(oc.Rejected, reason) }
+func refused(reason error) error { return oc.New(oc.Refused, reason) }
 
-// maybeApplied is the outcome "may or may not have been applied", because of reason.
-func maybeApplied(reason error) error { return oc.New(oc.MaybeApplied, reason) }
+// indeterminate is the outcome Indeterminate ("may or may not have been applied"), because
+// of reason.
+func indeterminate(reason error) error { return oc.New(oc.Indeterminate, reason) }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/latchd/latch/cluster/clustertest"
+	oc "github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/cluster/rafttest"
 	"github.com/latchd/latch/fsm"
 )
@@ -346,7 +347,14 @@ func release(key string, tok fsm.Token) fsm.Command {
 	return fsm.Command{Kind: fsm.CmdRelease, Key: []byte(key), Token: tok}
 }
 
-// exactlyOneOutcome checks that err wraps exactly one of ErrNotApplied and ErrMaybeApplied.
+// exactlyOneOutcome checks that err is of exactly one of the outcomes Unavailable (NotLeader
+// included), Refused and Indeterminate.
 func exactlyOneOutcome(err error) bool {
-	return errors.Is(err, ErrNotApplied) != errors.Is(err, ErrMaybeApplied)
+	n := 0
+	for _, k := range []oc.Kind{oc.Unavailable, oc.Refused, oc.Indeterminate} {
+		if errors.Is(err, k) {
+			n++
+		}
+	}
+	return n == 1
 }

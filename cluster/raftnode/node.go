@@ -267,7 +267,7 @@ func (n *Node) Addr() string { return n.addr }
 // Shutdown stops the node. If it leads, it first transfers leadership to another voter
 // (bounded by ApplyTimeout and ctx), so that the cluster elects a successor without waiting
 // for an election timeout. Then it stops accepting commands, shuts raft down (which closes
-// the transport), answers every outstanding command (ErrNotApplied or ErrMaybeApplied),
+// the transport), answers every outstanding command (Unavailable or Indeterminate),
 // calls OnFollower if OnLeader was called, and closes the stores.
 //
 // Every wait is bounded by ctx. If ctx ends first Shutdown returns its error and leaves the

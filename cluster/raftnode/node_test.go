@@ -44,11 +44,11 @@ func TestSingleNodeBootstrap(t *testing.T) {
 	// An invalid command is answered without a round through raft.
 	before, idx := n.Status().Commands, n.raft.LastIndex()
 	_, err = submit(t, n, fsm.Command{Kind: fsm.CmdAcquire, Key: []byte("c")}) // lease 0
-	if !errors.Is(err, ErrNotApplied) || !errors.Is(err, fsm.ErrInvalidCommand) || !exactlyOneOutcome(err) {
-		t.Fatalf("invalid command: %v, want ErrNotApplied wrapping fsm.ErrInvalidCommand", err)
+	if !errors.Is(err, oc.Refused) || !errors.Is(err, fsm.ErrInvalidCommand) || !exactlyOneOutcome(err) {
+		t.Fatalf("invalid command: %v, want Refused wrapping fsm.ErrInvalidCommand", err)
 	}
-	if k, _ := oc.Of(err); k != oc.Rejected {
-		t.Fatalf("invalid command: outcome %v, want Rejected", k)
+	if k, _ := oc.Of(err); k != oc.Refused {
+		t.Fatalf("invalid command: outcome %v, want Refused", k)
 	}
 	if n.Status().Commands != before || n.raft.LastIndex() != idx {
 		t.Fatal("invalid command was proposed")
@@ -77,7 +77,7 @@ func TestSingleNodeBootstrap(t *testing.T) {
 	}
 	n.SubmitGroup(big...)
 	for range big {
-		if err := <-errs; !errors.Is(err, oc.ErrRejected) || !errors.Is(err, ErrNotApplied) || !errors.Is(err, ErrGroupTooLarge) {
+		if err := <-errs; !errors.Is(err, oc.Refused) || !exactlyOneOutcome(err) || !errors.Is(err, ErrGroupTooLarge) {
 			t.Fatalf("oversized group: %v", err)
 		}
 	}
@@ -112,7 +112,7 @@ func TestSingleNodeBootstrap(t *testing.T) {
 	if err := n.Shutdown(context.Background()); err != nil {
 		t.Fatalf("second shutdown: %v", err)
 	}
-	if _, err := submit(t, n, acquire("late")); !errors.Is(err, ErrNotApplied) || !errors.Is(err, ErrShutdown) {
+	if _, err := submit(t, n, acquire("late")); !errors.Is(err, oc.Unavailable) || !errors.Is(err, ErrShutdown) {
 		t.Fatalf("submit after shutdown: %v", err)
 	}
 	if err := n.Ready(); !errors.Is(err, ErrShutdown) {
@@ -210,7 +210,7 @@ func TestQueueFull(t *testing.T) {
 		switch {
 		case o.err == nil && o.res.Kind == fsm.Granted:
 			granted++
-		case errors.Is(o.err, ErrNotApplied) && errors.Is(o.err, ErrQueueFull):
+		case errors.Is(o.err, oc.Unavailable) && errors.Is(o.err, ErrQueueFull):
 			full++
 		default:
 			t.Fatalf("unexpected outcome %+v %v", o.res, o.err)
@@ -232,10 +232,10 @@ func TestEmptyNodeWaitsToJoin(t *testing.T) {
 	}
 	start := time.Now()
 	_, err := submit(t, tn.n, acquire("a"))
-	if !errors.Is(err, ErrNotApplied) || !errors.Is(err, ErrNotLeader) || time.Since(start) > time.Second {
+	if !errors.Is(err, oc.Unavailable) || !errors.Is(err, oc.NotLeader) || time.Since(start) > time.Second {
 		t.Fatalf("submit on an empty node: %v after %v", err, time.Since(start))
 	}
-	if err := tn.n.AddVoter("x", "127.0.0.1:1"); !errors.Is(err, ErrNotApplied) || !errors.Is(err, ErrNotLeader) {
+	if err := tn.n.AddVoter("x", "127.0.0.1:1"); !errors.Is(err, oc.Unavailable) || !errors.Is(err, oc.NotLeader) {
 		t.Fatalf("AddVoter on a non-leader: %v", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	oc "github.com/latchd/latch/cluster/outcome" // "outcome" names a test type here
 )
 
 // Server is one member of the cluster configuration.
@@ -111,8 +113,8 @@ func suffrage(s raft.ServerSuffrage) string {
 
 // AddVoter adds a voting member, or changes the address of an existing one; on the leader
 // only. The new voter counts towards the quorum at once, before it has caught up: to grow
-// a cluster, use AddVoterCaughtUp. Errors wrap ErrNotApplied (with ErrNotLeader on a follower) or
-// ErrMaybeApplied (check Servers before retrying).
+// a cluster, use AddVoterCaughtUp. Errors are of outcome Unavailable (NotLeader on a
+// follower) or Indeterminate (check Servers before retrying).
 func (n *Node) AddVoter(id, addr string) error {
 	return n.change("add voter", id, func() raft.IndexFuture {
 		return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.cfg.ApplyTimeout)
@@ -173,12 +175,12 @@ func (n *Node) AddVoterCaughtUp(ctx context.Context, id, addr string, poll time.
 }
 
 // stillNonvoter returns nil if id is a nonvoter at addr in the latest configuration, else an
-// ErrNotApplied error saying what it is now.
+// error of outcome Unavailable saying what it is now.
 func (n *Node) stillNonvoter(id, addr string) error {
 	now := n.server(id)
 	if now == nil || now.Suffrage != raft.Nonvoter || string(now.Address) != addr {
 		return fmt.Errorf("raftnode: add voter %q: %w: the configuration changed while it caught up (%s); nothing was done",
-			id, ErrNotApplied, describeMember(now))
+			id, oc.Unavailable, describeMember(now))
 	}
 	return nil
 }
@@ -226,7 +228,7 @@ func (n *Node) change(what, id string, op func() raft.IndexFuture) error {
 // runs first under the same lock and can refuse the change.
 func (n *Node) changeIf(what, id string, check func() error, op func() raft.IndexFuture) error {
 	if n.closing.Load() {
-		return notApplied(ErrShutdown)
+		return unavailable(ErrShutdown)
 	}
 	n.confMu.Lock()
 	defer n.confMu.Unlock()
@@ -238,7 +240,7 @@ func (n *Node) changeIf(what, id string, check func() error, op func() raft.Inde
 	f := op()
 	err := n.wait(f, nil, n.cfg.ApplyTimeout)
 	if err == ErrTimeout {
-		return fmt.Errorf("raftnode: %s %q: %w", what, id, maybeApplied(err))
+		return fmt.Errorf("raftnode: %s %q: %w", what, id, indeterminate(err))
 	}
 	if err != nil {
 		return fmt.Errorf("raftnode: %s %q: %w", what, id, classify(err, f.Index()))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	oc "github.com/latchd/latch/cluster/outcome" // "outcome" names a test type here
 	"github.com/latchd/latch/fsm"
 )
 
@@ -58,7 +59,7 @@ type entry struct {
 }
 
 // Submit proposes cmd and calls done with its result once the entry carrying it is applied
-// on this leader, or with an error wrapping ErrNotApplied or ErrMaybeApplied.
+// on this leader, or with an error of outcome Unavailable, Refused or Indeterminate.
 //
 // It never blocks and never calls done on the caller's goroutine, so it may be called while
 // holding a mutex that done takes. done is called exactly once, from the node's dispatcher
@@ -68,9 +69,9 @@ type entry struct {
 // results are those of that order. A command rejected up front (see below) may be answered
 // before commands submitted earlier; it changed nothing.
 //
-// Rejected up front, with an error that is ErrNotApplied: a command that fails cmd.Validate
-// (the outcome Rejected, wrapping fsm.ErrInvalidCommand); any command while this node is not
-// the established leader (ErrNotLeader, naming the leader if known); more than MaxQueue
+// Rejected up front: a command that fails cmd.Validate (outcome Refused, wrapping
+// fsm.ErrInvalidCommand); with outcome Unavailable: any command while this node is not
+// the established leader (NotLeader, naming the leader if known); more than MaxQueue
 // commands waiting to be packed (ErrQueueFull: the queue is bounded, Submit sheds load
 // rather than block); a node shutting down (ErrShutdown).
 //
@@ -118,7 +119,7 @@ func (n *Node) SubmitGroup(ps ...Proposal) {
 	case n.closing.Load():
 		reason = ErrShutdown
 	case !n.leading.Load():
-		reason = ErrNotLeader
+		reason = oc.NotLeader
 	default:
 		items := make([]proposal, len(ps))
 		for i, p := range ps {
@@ -131,7 +132,7 @@ func (n *Node) SubmitGroup(ps ...Proposal) {
 		case n.q.closed || n.closing.Load():
 			reason = ErrShutdown
 		case !n.leading.Load():
-			reason = ErrNotLeader
+			reason = oc.NotLeader
 		case n.q.count+len(ps) > n.cfg.MaxQueue:
 			reason = ErrQueueFull
 		default:
@@ -145,10 +146,10 @@ func (n *Node) SubmitGroup(ps ...Proposal) {
 		return
 	}
 	var err error
-	if reason == ErrNotLeader {
+	if reason == oc.NotLeader {
 		err = n.notLeaderErr()
 	} else {
-		err = notApplied(reason)
+		err = unavailable(reason)
 	}
 	n.reject(ps, nil, err)
 }
@@ -192,7 +193,7 @@ func (n *Node) propose() {
 		n.q.items, n.q.count = nil, 0
 		n.q.mu.Unlock()
 		if len(left) > 0 {
-			n.inflight <- &entry{props: left, preErr: notApplied(ErrShutdown)}
+			n.inflight <- &entry{props: left, preErr: unavailable(ErrShutdown)}
 		}
 		close(n.inflight)
 	}
@@ -234,7 +235,7 @@ func (n *Node) propose() {
 		n.applyMu.Lock()
 		switch {
 		case n.closing.Load():
-			e.preErr = notApplied(ErrShutdown)
+			e.preErr = unavailable(ErrShutdown)
 		case !n.leading.Load():
 			e.preErr = n.notLeaderErr()
 		default:
@@ -247,7 +248,7 @@ func (n *Node) propose() {
 			data, err := fsm.AppendBatch(make([]byte, 0, size), cmds)
 			clear(cmds)
 			if err != nil { // cannot happen: every command passed Validate
-				e.preErr = notApplied(err)
+				e.preErr = unavailable(err)
 				break
 			}
 			if testHookBeforeApply != nil {
@@ -344,7 +345,7 @@ func (n *Node) settle(e *entry) {
 	switch r := e.resp.(type) {
 	case []fsm.Result:
 		if len(r) != len(e.props) {
-			err = maybeApplied(fmt.Errorf("FSM answered %d results for an entry of %d commands (log index %d)", len(r), len(e.props), e.index))
+			err = indeterminate(fmt.Errorf("FSM answered %d results for an entry of %d commands (log index %d)", len(r), len(e.props), e.index))
 			break
 		}
 		for i, p := range e.props {
@@ -355,9 +356,9 @@ func (n *Node) settle(e *entry) {
 		// fsm.FSM.Apply answers an error only once it halted (fsm.ErrHalted: an entry it
 		// cannot decode), for an entry that is in the log and that replicas which read it
 		// may apply: whether this one took effect anywhere is unknown.
-		err = maybeApplied(r)
+		err = indeterminate(r)
 	default:
-		err = maybeApplied(fmt.Errorf("unexpected FSM response %T (log index %d)", r, e.index))
+		err = indeterminate(fmt.Errorf("unexpected FSM response %T (log index %d)", r, e.index))
 	}
 	for _, p := range e.props {
 		p.done(fsm.Result{}, err)
@@ -381,9 +382,9 @@ func (n *Node) await(e *entry) error {
 				return classify(e.err, e.index)
 			default:
 			}
-			return maybeApplied(fmt.Errorf("%w (%v)", ErrTimeout, n.cfg.ApplyTimeout))
+			return indeterminate(fmt.Errorf("%w (%v)", ErrTimeout, n.cfg.ApplyTimeout))
 		case <-grace:
-			return maybeApplied(fmt.Errorf("raft shut down without answering: %w", raft.ErrRaftShutdown))
+			return indeterminate(fmt.Errorf("raft shut down without answering: %w", raft.ErrRaftShutdown))
 		case <-raftDown:
 			raftDown = nil
 			grace = time.After(shutdownGrace)

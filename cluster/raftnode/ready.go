@@ -104,7 +104,7 @@ func (n *Node) memberErr() error {
 }
 
 // LeaderCommit is this node's answer to a follower's Config.LeaderCommit: its commit index,
-// if it leads with its leadership established; else an error wrapping ErrNotLeader.
+// if it leads with its leadership established; else an error wrapping NotLeader.
 func (n *Node) LeaderCommit() (uint64, error) {
 	if !n.IsLeader() {
 		return 0, n.notLeaderErr()

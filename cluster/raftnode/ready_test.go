@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	oc "github.com/latchd/latch/cluster/outcome"
 )
 
 // A follower restarted behind a log the leader wrote while it was down is not ready before
@@ -71,7 +73,7 @@ func TestReadyReasons(t *testing.T) {
 	if err := l.n.Ready(); err != nil {
 		t.Fatalf("leader not ready: %v", err)
 	}
-	if _, err := f.n.LeaderCommit(); !errors.Is(err, ErrNotLeader) {
+	if _, err := f.n.LeaderCommit(); !errors.Is(err, oc.NotLeader) {
 		t.Fatalf("LeaderCommit on a follower: %v", err)
 	}
 

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/outcome"
 )
 
 // adminTargetOf is the target of an admin verb's --http, with its TLS flags.
@@ -87,7 +88,7 @@ func adminExit(verb string, err error) error {
 	var se *admin.StatusError
 	if errors.As(err, &se) {
 		switch se.Code {
-		case admin.StatusOutcomeUnknown:
+		case outcome.StatusIndeterminate:
 			code = exitIndeterminate
 		case http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge:
 			code = exitRefused

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/wire"
 )
 
@@ -150,7 +151,7 @@ func forceRelease(c *cli.Context, a admin.Remote, secret []byte, key string, tok
 		return nil
 	case errors.As(err, &se) && se.Code == http.StatusConflict:
 		return cli.Exit("latch locks release: not released: "+se.Msg, exitNotHeld)
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &se) && se.Code == admin.StatusOutcomeUnknown:
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &se) && se.Code == outcome.StatusIndeterminate:
 		return cli.Exit("latch locks release: unknown whether it was released ("+err.Error()+"): check with latch locks show "+strconv.Quote(key), exitIndeterminate)
 	}
 	return adminExit("locks release", err)
