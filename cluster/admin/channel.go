@@ -27,6 +27,13 @@ import (
 // bytes of backup; the answer is a JSON line (channelResponse), followed for "snapshot" by
 // Size bytes of backup. A size is only a claim: the reader's buffer grows with the bytes
 // that arrive (readClaimed), never to the size announced before they do.
+//
+// A failed call's answer carries the whole of the answering node's verdict: its message,
+// the error's outcome and the HTTP status its own endpoint answers with, so that the node
+// that forwarded the call answers exactly what the leader would (400 stays 400, 409 stays
+// 409; relayed). The fields are new with this build; the flags before them are still sent,
+// and read when the fields are absent, so that nodes of both builds understand each other
+// during a rolling upgrade.
 
 // ChannelRequest is one request on the admin channel.
 type ChannelRequest struct {
@@ -45,8 +52,16 @@ type ChannelRequest struct {
 }
 
 type channelResponse struct {
-	Error    string `json:"error,omitempty"`
-	NotFound bool   `json:"not_found,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Status is the HTTP status this node's own endpoint answers the error with (opStatus),
+	// and Outcome the error's outcome (absent when it carries none): the node that forwarded
+	// the call answers exactly that status, and its error has that outcome (relayed). A latch
+	// before these two fields sends neither and ignores them; the flags below stay, sent as
+	// before, for such a latch on either end.
+	Status  int          `json:"status,omitempty"`
+	Outcome outcome.Kind `json:"outcome,omitempty"`
+	// NotFound: the error is ErrNotFound.
+	NotFound bool `json:"not_found,omitempty"`
 	// MaybeApplied: the error is outcome.Indeterminate (the change may have happened).
 	MaybeApplied bool               `json:"maybe_applied,omitempty"`
 	Size         int64              `json:"size,omitempty"` // snapshot: bytes of backup after the line
@@ -150,8 +165,9 @@ func serveChannelConn(conn net.Conn, local Cluster, log hclog.Logger) {
 		err = errors.New("admin: unknown channel op " + req.Op)
 	}
 	if err != nil {
-		resp.Error, resp.NotFound = err.Error(), errors.Is(err, ErrNotFound)
-		resp.NotHeld = errors.Is(err, ErrNotHeld)
+		resp.Error, resp.Status = err.Error(), opStatus(req.Op, err)
+		resp.Outcome, _ = outcome.Of(err)
+		resp.NotFound, resp.NotHeld = errors.Is(err, ErrNotFound), errors.Is(err, ErrNotHeld)
 		resp.MaybeApplied = errors.Is(err, outcome.Indeterminate)
 	}
 	switch req.Op {
@@ -210,15 +226,8 @@ func call(ctx context.Context, conn net.Conn, req ChannelRequest, payload []byte
 	if err := json.Unmarshal(line, &resp); err != nil {
 		return resp, nil, outcome.New(outcome.Indeterminate, fmt.Errorf("admin: bad answer from the peer: %w", err))
 	}
-	switch {
-	case resp.NotFound:
-		return resp, nil, errors.Join(ErrNotFound, errors.New(resp.Error))
-	case resp.MaybeApplied:
-		return resp, nil, relayedUnknown{errors.New(resp.Error)}
-	case resp.NotHeld:
-		return resp, nil, relayedNotHeld{errors.New(resp.Error)}
-	case resp.Error != "":
-		return resp, nil, errors.New(resp.Error)
+	if resp.Error != "" {
+		return resp, nil, relayedOf(resp)
 	}
 	if resp.Size < 0 || resp.Size > MaxSnapshot {
 		return resp, nil, fmt.Errorf("admin: the peer announced %d bytes", resp.Size)
@@ -233,21 +242,38 @@ func call(ctx context.Context, conn net.Conn, req ChannelRequest, payload []byte
 	return resp, body, nil
 }
 
-// relayedUnknown is a channel call's error when the peer said the outcome is unknown. It is
-// outcome.Indeterminate to errors.Is (and to outcome.Of); its message is the peer's, which
-// says so already. (A request sent with no answer back is outcome.Indeterminate too.)
-type relayedUnknown struct{ err error }
+// relayed is the error a peer answered a channel call with, as it gave it: its message, its
+// outcome (0: none), the HTTP status its own endpoint answers it with (0 from a latch that
+// does not send it: statusOf then decides from the rest, as that latch's peers did), and
+// whether it is ErrNotFound or ErrNotHeld. errors.Is matches those and the outcome
+// (outcome.Kind.Is), so outcome.Of reads the outcome too.
+type relayed struct {
+	msg               string
+	kind              outcome.Kind
+	status            int
+	notFound, notHeld bool
+}
 
-func (u relayedUnknown) Error() string        { return u.err.Error() }
-func (u relayedUnknown) Unwrap() error        { return u.err }
-func (u relayedUnknown) Is(target error) bool { return target == outcome.Indeterminate }
+// relayedOf is resp's error. From a latch before Outcome, MaybeApplied says Indeterminate.
+func relayedOf(resp channelResponse) *relayed {
+	r := &relayed{msg: resp.Error, kind: resp.Outcome, status: resp.Status, notFound: resp.NotFound, notHeld: resp.NotHeld}
+	if r.kind == 0 && resp.MaybeApplied {
+		r.kind = outcome.Indeterminate
+	}
+	return r
+}
 
-// relayedNotHeld is a forwarded forced release's ErrNotHeld, with the leader's message.
-type relayedNotHeld struct{ err error }
+func (r *relayed) Error() string { return r.msg }
 
-func (u relayedNotHeld) Error() string        { return u.err.Error() }
-func (u relayedNotHeld) Unwrap() error        { return u.err }
-func (u relayedNotHeld) Is(target error) bool { return target == ErrNotHeld }
+func (r *relayed) Is(target error) bool {
+	switch target {
+	case ErrNotFound:
+		return r.notFound
+	case ErrNotHeld:
+		return r.notHeld
+	}
+	return r.kind != 0 && r.kind.Is(target)
+}
 
 // serveLocks answers a lock inspection or forced release with local's Locks.
 func serveLocks(ctx context.Context, local Cluster, req ChannelRequest, resp *channelResponse) error {

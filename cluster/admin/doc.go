@@ -8,7 +8,9 @@
 // names the node and the run it is for and covers a digest of the body, so it is checked
 // before any body is read and cannot be replayed elsewhere or later. Changes are forwarded to
 // the leader over the peer port's admin channel (ServeChannel, CallChannel), which the peer
-// credential authenticates: the leader does not check again what the follower verified.
+// credential authenticates: the leader does not check again what the follower verified, and
+// its answer comes back whole (outcome and status: statusOf), so a follower answers a change
+// with the status the leader gives it.
 //
 // Every request but the probes (/healthz, /readyz, /metrics) must also not come from a web
 // page (browser.go): its Host is an IP address, localhost or a name of the node (Hosts,

@@ -169,22 +169,19 @@ func locks(mux *http.ServeMux, l Locks, v *Verifier) {
 		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 		defer cancel()
 		tok, err := l.Release(ctx, req.Key, req.Token)
-		switch {
-		case errors.Is(err, ErrNotHeld):
-			writeErr(w, http.StatusConflict, err)
-		case err != nil:
+		if err != nil {
 			writeChangeErr(w, err, "latch locks show "+strconv.Quote(req.Key))
-		default:
-			writeJSON(w, http.StatusOK, Released{Key: req.Key, Token: tok})
+			return
 		}
+		writeJSON(w, http.StatusOK, Released{Key: req.Key, Token: tok})
 	})
 }
 
-// writeRead answers a read with v, or with err and its outcome's status (503: not the
+// writeRead answers a read with v, or with err and its status (statusOf; 503: not the
 // leader, or it could not confirm that it still leads; ask again).
 func writeRead(w http.ResponseWriter, v any, err error) {
 	if err != nil {
-		writeErr(w, outcome.HTTPStatus(err), err)
+		writeErr(w, statusOf(err), err)
 		return
 	}
 	writeJSON(w, http.StatusOK, v)

@@ -72,21 +72,42 @@ func writeErr(w http.ResponseWriter, code int, err error) {
 	writeJSON(w, code, map[string]string{"error": err.Error()})
 }
 
-// writeChangeErr answers a failed change (membership, restore) with the status that says
-// what the caller may do: its outcome's (outcome.HTTPStatus: 503 not applied, try again;
-// 504, outcome.StatusIndeterminate, it may or may not have been applied, so check with what first:
-// retrying could apply it twice; 400 rejected), except that a bad backup or floor is
-// rejected (400), an unknown member is 404 and another node at that address 409.
-func writeChangeErr(w http.ResponseWriter, err error, check string) {
-	code := outcome.HTTPStatus(err)
+// statusOf is the HTTP status of a failed admin call's err, the one table of them: the status
+// the leader answered it with, when err is its answer relayed over the admin channel (a
+// follower answers what the leader would); else 400 for a bad backup or floor (Refused's),
+// 404 for an unknown member, 409 for another node at that address or a lock not held by
+// that token; else err's outcome's (outcome.HTTPStatus: 503 unavailable, try again; 504
+// indeterminate, check first: retrying could apply it twice; 400 refused; 503 when it
+// carries none).
+func statusOf(err error) int {
+	var r *relayed
 	switch {
+	case errors.As(err, &r) && r.status != 0:
+		return r.status
 	case fsm.IsBackupError(err) || errors.Is(err, fsm.ErrFloorRange):
-		code = outcome.HTTPStatus(outcome.Refused)
+		return outcome.HTTPStatus(outcome.Refused)
 	case errors.Is(err, ErrNotFound):
-		code = http.StatusNotFound
-	case errors.Is(err, ErrOtherNode):
-		code = http.StatusConflict
-	case code == outcome.StatusIndeterminate:
+		return http.StatusNotFound
+	case errors.Is(err, ErrOtherNode), errors.Is(err, ErrNotHeld):
+		return http.StatusConflict
+	}
+	return outcome.HTTPStatus(err)
+}
+
+// opStatus is the status this node's endpoint for the admin channel's op answers err with: a
+// failed backup ("snapshot") is 503, it changed nothing (ask again); the rest statusOf's.
+func opStatus(op string, err error) int {
+	if op == "snapshot" {
+		return http.StatusServiceUnavailable
+	}
+	return statusOf(err)
+}
+
+// writeChangeErr answers a failed change (membership, restore, forced release) with its
+// status (statusOf); one that is indeterminate says what to check before trying again.
+func writeChangeErr(w http.ResponseWriter, err error, check string) {
+	code := statusOf(err)
+	if code == outcome.StatusIndeterminate {
 		err = fmt.Errorf("%w; check %s before trying again", err, check)
 	}
 	writeErr(w, code, err)

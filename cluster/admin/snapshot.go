@@ -39,7 +39,7 @@ func snapshots(mux *http.ServeMux, c Cluster, v *Verifier) {
 		var buf bytes.Buffer
 		info, err := c.Backup(ctx, &buf)
 		if err != nil {
-			writeErr(w, http.StatusServiceUnavailable, fmt.Errorf("backup: %w", err))
+			writeErr(w, opStatus("snapshot", err), fmt.Errorf("backup: %w", err))
 			return
 		}
 		h := w.Header()
