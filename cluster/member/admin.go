@@ -56,8 +56,10 @@ func (m membership) Members() ([]admin.Member, error) {
 
 // AddMember adds id at addr. A voter is a nonvoter until it has caught up with the log
 // (raftnode.AddVoterCaughtUp), so that a node that is not running yet, or is still
-// installing the state, never counts for the quorum. The node that took the request first
-// asks whoever answers at addr who it is, and refuses when that is another member.
+// installing the state, never counts for the quorum. The leader asks whoever answers at addr
+// who it is before it changes anything, and refuses when that is another member
+// (admin.ErrOtherNode, 409); a follower forwards the call, and the admin channel brings the
+// leader's answer back with its status.
 //
 // Once the cluster's feature switch is on, a server whose peer port refuses protocol
 // revision 2 is refused (outcome Refused, 400): a latch without it would halt on the log.
@@ -70,7 +72,7 @@ func (m membership) AddMember(ctx context.Context, id, addr string, voter bool) 
 	if err != nil {
 		return err
 	}
-	if m.forward {
+	if r.IsLeader() {
 		if _, err := m.lastIndexOf(id, addr)(ctx); errors.Is(err, admin.ErrOtherNode) {
 			return err
 		}
