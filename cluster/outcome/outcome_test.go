@@ -26,7 +26,7 @@ func TestTablesCoverEveryOutcome(t *testing.T) {
 	}
 	for _, k := range Kinds {
 		err := fmt.Errorf("wrapped: %w", New(k, errors.New("cause")))
-		if got := Reason(err); got != wantReason[k] || !wire.ValidReason([]byte(got)) {
+		if got := Reason(err); got != wantReason[k] || !wire.validReason([]byte(got)) {
 			t.Errorf("%v: reason %q, want %q", k, got, wantReason[k])
 		}
 		if got := HTTPStatus(err); got != wantStatus[k] {
