@@ -31,7 +31,7 @@ func (n *Node) Acquire(c *Session, owner uint64, key []byte, wait uint8, lease u
 	// gate closes the moment its gauge reaches 90%, not at the next acquire (which may find it
 	// already lower again).
 	defer n.observeGates()
-	if n.draining || !n.leading {
+	if n.draining || !n.leading.Load() {
 		n.fail(c, owner, wire.ReasonUnavailable)
 		return
 	}
@@ -127,7 +127,7 @@ func (n *Node) proposeAcquire(key []byte, op acqOp, now int64) {
 
 // acquired acts on the result of an acquire.
 func (n *Node) acquired(key []byte, op acqOp, r fsm.Result, err error, now int64) {
-	current := op.epoch == n.epoch && n.leading
+	current := op.epoch == n.epoch && n.leading.Load()
 	w := op.w
 	if w != nil {
 		w.proposed = false

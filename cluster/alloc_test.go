@@ -18,7 +18,7 @@ func TestSingleModeAcquireReleaseAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := n.Attach(dropReplies{})
+	c := n.Attach(dropReplies{}, "")
 	key := []byte("alloc/key")
 	var tok uint64
 	allocs := testing.AllocsPerRun(1000, func() {
@@ -48,7 +48,7 @@ func TestGrantAgeAddsNoAllocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := &lastReply{}
-	c := n.Attach(out)
+	c := n.Attach(out, "")
 	key := []byte("alloc/age")
 	var tok uint64
 	pair := func(readAt func() time.Time) (allocs float64, bad wire.Response) {

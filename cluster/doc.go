@@ -36,11 +36,13 @@
 //   - A release's N: read from the view (the token is not the key's holder, or its lease is
 //     over by this leader's clock), so sent only after raft confirmed that this node still
 //     led, in the same term and epoch, after the view was read (fromView in release.go:
-//     raftnode's Confirm, one heartbeat round shared by all answers waiting for it, no log
-//     entry). Within one term the view knows every grant a client can hold a token of, and
-//     the deadlines it counts are this leader's own, so a confirmed N is true. Unconfirmed, it
-//     becomes E unavailable, which the client retries with the new leader. An N decided by
-//     the log (the release's entry found another holder, or none) is sent as it comes.
+//     raftnode's Confirm: the commit of the next entry handed to raft after the call while
+//     the log is busy, else one heartbeat round, either shared by all answers waiting for it
+//     and neither adding a log entry). Within one term the view knows every grant a client
+//     can hold a token of, and the deadlines it counts are this leader's own, so a confirmed
+//     N is true. Unconfirmed, it becomes E unavailable, which the client retries with the
+//     new leader. An N decided by the log (the release's entry found another holder, or
+//     none) is sent as it comes.
 //   - An extend's N: read from the view (not this token's, its lease is over, or a release
 //     or expiry of it is in flight) and confirmed as a release's N is; an N decided by the
 //     log is sent as it comes. E unsupported (the feature switch is off) is definite.

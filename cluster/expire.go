@@ -62,7 +62,7 @@ func (n *Node) Sweep() (expired int) {
 	if n.lane.on {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		if !n.leading {
+		if !n.leading.Load() {
 			return 0
 		}
 		now := n.mono(n.clock.Now())
@@ -117,7 +117,7 @@ func (n *Node) Close() {
 // lane is full no timer is needed: the results coming back continue it. Caller holds n.mu.
 func (n *Node) armExpiry(now int64) {
 	l := &n.lane
-	if !l.on || !n.leading || l.inflight >= l.max {
+	if !l.on || !n.leading.Load() || l.inflight >= l.max {
 		return
 	}
 	next, ok := n.view.held.Next()
@@ -234,7 +234,7 @@ func (n *Node) expired(op expOp, r fsm.Result, err error, now int64) {
 	if l := &n.lane; op.lane && op.epoch == n.epoch {
 		l.inflight--
 		// Go on once a whole group fits again (or the lane is empty).
-		if n.leading && l.max-l.inflight >= min(l.group, l.max) {
+		if n.leading.Load() && l.max-l.inflight >= min(l.group, l.max) {
 			n.expireDue(now)
 		}
 	}

@@ -50,7 +50,7 @@ func (n *Node) extends() bool { return n.ap.features().Has(fsm.FeatureLeases) }
 func (n *Node) Extend(c *Session, owner uint64, key []byte, token uint64, lease uint16) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.leading {
+	if !n.leading.Load() {
 		n.fail(c, owner, wire.ReasonUnavailable)
 		return
 	}
@@ -142,7 +142,7 @@ func (n *Node) extendLocally(name string, op extOp) {
 // extendedResult acts on the result of an extend.
 func (n *Node) extendedResult(key []byte, op extOp, r fsm.Result, err error, now int64) {
 	h, ok := n.view.held.Get(key)
-	mine := ok && op.epoch == n.epoch && n.leading && tokenOf(h) == op.token
+	mine := ok && op.epoch == n.epoch && n.leading.Load() && tokenOf(h) == op.token
 	if mine {
 		n.view.logExtend(h.Key, true)
 	}

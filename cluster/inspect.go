@@ -58,7 +58,7 @@ func (n *Node) Locks(prefix, after string, limit int, done func(LocksPage, error
 	limit = min(max(limit, 1), MaxLocksPage)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.leading {
+	if !n.leading.Load() {
 		done(LocksPage{}, errNotDeciding)
 		return
 	}
@@ -84,7 +84,7 @@ func (n *Node) Locks(prefix, after string, limit int, done func(LocksPage, error
 func (n *Node) Lock(key string, done func(LockInfo, error)) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.leading {
+	if !n.leading.Load() {
 		done(LockInfo{}, errNotDeciding)
 		return
 	}
@@ -106,7 +106,7 @@ func (n *Node) Lock(key string, done func(LockInfo, error)) {
 func (n *Node) ForceRelease(key []byte, token uint64, done func(uint64, error)) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.leading {
+	if !n.leading.Load() {
 		done(0, errNotDeciding)
 		return
 	}

@@ -196,7 +196,7 @@ func TestAuditTrail(t *testing.T) {
 	audit := hclog.New(&hclog.LoggerOptions{Output: &buf, JSONFormat: true, Level: hclog.Info})
 	h := newHarness(t, func(c *Config) { c.Audit = audit })
 	r := &recorder{}
-	a := h.n.AttachFrom(r, "127.0.0.1:5555")
+	a := h.n.Attach(r, "127.0.0.1:5555")
 	h.acquire(a, 1, "k", 0, 30)
 	tok := want(t, r.one(t), wire.OpAcquire, 1).Token
 	h.n.Release(a, 2, []byte("k"), tok)
@@ -244,7 +244,7 @@ func BenchmarkAudit(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			c := n.AttachFrom(dropReplies{}, "127.0.0.1:1")
+			c := n.Attach(dropReplies{}, "127.0.0.1:1")
 			key := []byte("bench/key")
 			var tok uint64
 			b.ReportAllocs()
@@ -266,7 +266,7 @@ func BenchmarkLocksPage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := n.Attach(dropReplies{})
+	c := n.Attach(dropReplies{}, "")
 	for i := range 1_000_000 {
 		n.Acquire(c, 1, []byte(fmt.Sprintf("k/%07d", i)), 0, 3600, n.Now())
 	}

@@ -12,7 +12,7 @@ import (
 func (n *Node) Lead() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.leading {
+	if n.leading.Load() {
 		return
 	}
 	n.epoch++
@@ -27,8 +27,7 @@ func (n *Node) Lead() {
 			return true
 		})
 	})
-	n.leading = true
-	n.leads.Store(true)
+	n.leading.Store(true)
 	n.lane.inflight = 0 // the last epoch's expiries are answered, but no longer counted
 	n.disarmExpiry()
 	n.armExpiry(now)
@@ -41,11 +40,10 @@ func (n *Node) Lead() {
 func (n *Node) Follow() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.leading {
+	if !n.leading.Load() {
 		return
 	}
-	n.leading = false
-	n.leads.Store(false)
+	n.leading.Store(false)
 	n.disarmExpiry() // a follower times no lease
 	n.lane.inflight = 0
 	n.epoch++

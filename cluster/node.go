@@ -37,24 +37,25 @@ type Session struct {
 // cluster mode (Replicated) transitions are proposed and their results come back in log
 // order; the node only decides while it leads. See DESIGN.md.
 type Node struct {
-	mu       sync.Mutex
-	ap       applier     // how transitions reach the table (applier.go)
-	leading  bool        // single mode: from the start
-	leads    atomic.Bool // leading, for Leading without the mutex (sessions ask per frame)
-	epoch    uint64      // bumped at every leadership change; stale results leave the view alone
-	last     fsm.Token   // last token issued, as far as the node has seen
-	view     view        // what the deciding node knows of its keys (view.go)
-	lane     lane        // cluster mode: the leader's expiry timer and lane (expire.go)
-	pending  int         // acquires received and not answered (waiters included)
-	waiters  int         // live waiters over all keys
+	mu sync.Mutex
+	ap applier // how transitions reach the table (applier.go)
+	// leading: the node decides (single mode: from the start). Changed under mu (Lead,
+	// Follow); atomic so that Leading needs no mutex (sessions ask per frame).
+	leading  atomic.Bool
+	epoch    uint64    // bumped at every leadership change; stale results leave the view alone
+	last     fsm.Token // last token issued, as far as the node has seen
+	view     view      // what the deciding node knows of its keys (view.go)
+	lane     lane      // cluster mode: the leader's expiry timer and lane (expire.go)
+	pending  int       // acquires received and not answered (waiters included)
+	waiters  int       // live waiters over all keys
 	gates    [3]Gate
 	draining bool
 
-	clock  Clock
-	epoch0 time.Time
-	log    hclog.Logger
-	audit  auditor
-	m      *Metrics
+	clock     Clock
+	clockZero time.Time // the clock at New: mono counts from it (not an epoch, which counts leaderships)
+	log       hclog.Logger
+	audit     auditor
+	m         *Metrics
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -85,15 +86,15 @@ func NewNode(cfg Config) (*Node, error) {
 		cfg.Metrics = NewMetrics()
 	}
 	n := &Node{
-		gates:  [3]Gate{{Limit: cfg.MaxPending}, {Limit: cfg.MaxKeys}, {Limit: cfg.MaxWaiters}},
-		clock:  cfg.Clock,
-		epoch0: cfg.Clock.Now(),
-		log:    cfg.Logger,
-		audit:  auditor{log: cfg.Audit},
-		m:      cfg.Metrics,
-		stop:   make(chan struct{}),
-		swept:  make(chan struct{}),
-		lane:   newLane(cfg.Replicated),
+		gates:     [3]Gate{{Limit: cfg.MaxPending}, {Limit: cfg.MaxKeys}, {Limit: cfg.MaxWaiters}},
+		clock:     cfg.Clock,
+		clockZero: cfg.Clock.Now(),
+		log:       cfg.Logger,
+		audit:     auditor{log: cfg.Audit},
+		m:         cfg.Metrics,
+		stop:      make(chan struct{}),
+		swept:     make(chan struct{}),
+		lane:      newLane(cfg.Replicated),
 	}
 	if cfg.Replicated != nil {
 		n.ap = &replicatedApplier{n: n, rep: cfg.Replicated}
@@ -102,8 +103,8 @@ func NewNode(cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		n.ap, n.leading, n.last = &localApplier{n: n, table: table}, true, table.LastToken()
-		n.leads.Store(true)
+		n.ap, n.last = &localApplier{n: n, table: table}, table.LastToken()
+		n.leading.Store(true)
 	}
 	n.view.reset()
 	n.registerGauges()
@@ -112,17 +113,14 @@ func NewNode(cfg Config) (*Node, error) {
 
 // mono converts t to nanoseconds since the node's epoch (monotonic when t carries a
 // monotonic reading, as time.Now does).
-func (n *Node) mono(t time.Time) int64 { return int64(t.Sub(n.epoch0)) }
+func (n *Node) mono(t time.Time) int64 { return int64(t.Sub(n.clockZero)) }
 
 // Now reads the node's clock; sessions stamp the time a frame was read with it.
 func (n *Node) Now() time.Time { return n.clock.Now() }
 
-// Attach registers a client connection whose answers go to out.
-func (n *Node) Attach(out Replier) *Session { return &Session{out: out} }
-
-// AttachFrom is Attach for a connection from origin (its remote address, as the audit
-// trail names it).
-func (n *Node) AttachFrom(out Replier, origin string) *Session {
+// Attach registers a client connection whose answers go to out, from origin (its remote
+// address, as the audit trail names it; "" when it has none).
+func (n *Node) Attach(out Replier, origin string) *Session {
 	return &Session{out: out, from: origin}
 }
 
@@ -144,7 +142,7 @@ func (n *Node) Detach(c *Session) {
 }
 
 // Leading reports whether the node decides requests now (single mode: always).
-func (n *Node) Leading() bool { return n.leads.Load() }
+func (n *Node) Leading() bool { return n.leading.Load() }
 
 func (n *Node) busy(c *Session, owner uint64, gate prometheus.Counter) {
 	gate.Inc()
@@ -219,7 +217,7 @@ func (n *Node) Stats() Stats {
 	defer n.mu.Unlock()
 	n.observeGates()
 	keys, last := n.view.len(), n.last
-	if !n.leading {
+	if !n.leading.Load() {
 		// A follower has no view: report the replicated table it applies.
 		n.ap.read(func(t *fsm.Table) { keys, last = t.Len(), t.LastToken() })
 	}
@@ -232,7 +230,7 @@ func (n *Node) Stats() Stats {
 		KeysGate:    n.gates[gateKeys].Closed(),
 		WaitersGate: n.gates[gateWaiters].Closed(),
 		Draining:    n.draining,
-		Leading:     n.leading,
+		Leading:     n.leading.Load(),
 	}
 }
 

@@ -19,7 +19,7 @@ func BenchmarkNodeAcquireRelease(b *testing.B) {
 		b.Fatal(err)
 	}
 	out := &lastReply{}
-	c := n.Attach(out)
+	c := n.Attach(out, "")
 	key := []byte("bench/pair")
 	b.ReportAllocs()
 	for b.Loop() {
@@ -38,7 +38,7 @@ func BenchmarkNodeExtend(b *testing.B) {
 		b.Fatal(err)
 	}
 	out := &lastReply{}
-	c := n.Attach(out)
+	c := n.Attach(out, "")
 	key := []byte("bench/held")
 	n.Acquire(c, 1, key, 0, 30, n.Now())
 	if out.r.Op != wire.OpAcquire {

@@ -77,7 +77,7 @@ func newHarness(t *testing.T, mut func(*Config)) *harness {
 
 func (h *harness) conn() (*Session, *recorder) {
 	r := &recorder{}
-	return h.n.Attach(r), r
+	return h.n.Attach(r, ""), r
 }
 
 func (h *harness) acquire(c *Session, owner uint64, key string, wait uint8, lease uint16) {

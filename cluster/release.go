@@ -25,7 +25,7 @@ type relOp struct {
 func (n *Node) Release(c *Session, owner uint64, key []byte, token uint64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.leading {
+	if !n.leading.Load() {
 		n.m.FrameError(wire.ReasonUnavailable)
 		c.out.Reply(wire.Response{Op: wire.OpError, Owner: owner, Reason: wire.ReasonUnavailable})
 		return
@@ -153,7 +153,7 @@ func (n *Node) fromView(c *Session, resp wire.Response, sent prometheus.Counter,
 func (n *Node) confirmed(fn func(err error, now int64)) {
 	epoch := n.epoch
 	n.ap.confirm(func(err error, now int64) {
-		if err == nil && (!n.leading || n.epoch != epoch) {
+		if err == nil && (!n.leading.Load() || n.epoch != epoch) {
 			err = outcome.New(outcome.NotLeader, errEpochChanged)
 		}
 		fn(err, now)

@@ -62,7 +62,7 @@ func BenchmarkNodeMemory(b *testing.B) {
 	for range b.N {
 		before := heapInUse()
 		n, clk, d := scaleNode(b)
-		fill(b, n, n.Attach(d), 30, clk.Now())
+		fill(b, n, n.Attach(d, ""), 30, clk.Now())
 		after := heapInUse()
 		b.ReportMetric(float64(after-before)/scaleKeys, "B/key")
 		runtime.KeepAlive(n)
@@ -76,7 +76,7 @@ func BenchmarkSweepStall(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		n, clk, d := scaleNode(b)
-		c := n.Attach(d)
+		c := n.Attach(d, "")
 		fill(b, n, c, 1, clk.Now())
 		clk.Advance(2 * time.Second)
 		b.StartTimer()

@@ -211,7 +211,7 @@ func TestTableExtendErrors(t *testing.T) {
 	if err != nil || h != (Holder{Token: tok, Lease: 9, Extensions: 1}) || k != "k" {
 		t.Fatalf("Extend = %+v, %q, %v", h, k, err)
 	}
-	if tb.Expire("k", tok, 0) || !tb.Expire("k", tok, 1) || tb.Len() != 0 {
+	if expire(tb, "k", tok, 0) || !expire(tb, "k", tok, 1) || tb.Len() != 0 {
 		t.Fatal("Expire did not go by the extension count")
 	}
 }

@@ -118,7 +118,7 @@ func TestTableMatchesModel(t *testing.T) {
 					}
 				case op < 9:
 					what = fmt.Sprintf("Expire(%s, %d, %d)", key, tok, ext)
-					if got, want := tb.Expire(key, tok, ext), m.expire(key, tok, ext); got != want {
+					if got, want := expire(tb, key, tok, ext), m.expire(key, tok, ext); got != want {
 						t.Fatalf("step %d %s = %v, model %v", step, what, got, want)
 					}
 				case op < 11:

@@ -77,19 +77,6 @@ func (t *Table) Release(key []byte, tok Token) bool {
 	return true
 }
 
-// Expire is Release for the expiry path, whose key comes from a heap entry as
-// a string: it frees key only if tok still holds it and that holder's
-// extension count is ext, so a stale deadline (the key was released,
-// released and granted again, or extended since) does nothing.
-func (t *Table) Expire(key string, tok Token, ext uint32) bool {
-	h, ok := t.held[key]
-	if !ok || tok == 0 || h.Token != tok || h.Extensions != ext {
-		return false
-	}
-	delete(t.held, key)
-	return true
-}
-
 // Extend gives key's holder a new lease, keeping its token, if and only if
 // tok is that holder's token, and counts the extension. It returns the
 // holder afterwards and the key as a string the table now stores (a map

@@ -127,7 +127,7 @@ func TestExhaustionNearMax(t *testing.T) {
 	if !tb.Release([]byte("a"), 9223372036854775806) {
 		t.Fatal("release of a failed")
 	}
-	if !tb.Expire("b", MaxToken, 0) {
+	if !expire(tb, "b", MaxToken, 0) {
 		t.Fatal("expire of b failed")
 	}
 	wantUnchanged("after release and expiry", 0)
@@ -214,20 +214,20 @@ func TestExpireOnlyWhileTokenHolds(t *testing.T) {
 	if !tb.Release([]byte("k"), old) {
 		t.Fatal("release failed")
 	}
-	if tb.Expire("k", old, 0) {
+	if expire(tb, "k", old, 0) {
 		t.Fatal("Expire of a free key = true")
 	}
 	cur := mustAcquire(t, tb, "k", 1)
-	if tb.Expire("k", old, 0) {
+	if expire(tb, "k", old, 0) {
 		t.Fatal("stale Expire freed the new holder")
 	}
-	if tb.Expire("k", 0, 0) {
+	if expire(tb, "k", 0, 0) {
 		t.Fatal("Expire with token 0 = true")
 	}
 	if h, ok := tb.Holder([]byte("k")); !ok || h.Token != cur {
 		t.Fatalf("holder after stale expiry: %+v, %v", h, ok)
 	}
-	if !tb.Expire("k", cur, 0) {
+	if !expire(tb, "k", cur, 0) {
 		t.Fatal("Expire with the holder's token = false")
 	}
 	if tb.Len() != 0 {
@@ -316,7 +316,9 @@ func TestLookupsDoNotAllocate(t *testing.T) {
 	check("Release(wrong token)", func() { tb.Release(held, 99) })
 	check("Release(free)", func() { tb.Release(free, 1) })
 	check("Acquire(held)", func() { tb.Acquire(held, 30) })
-	check("Expire(stale)", func() { tb.Expire("lock/0000002", 99, 0) })
+	check("CmdExpire(stale)", func() {
+		tb.ApplyCommand(Command{Kind: CmdExpire, Key: held, Token: 99})
+	})
 
 	// A successful release deletes without allocating; re-granting the key
 	// costs exactly the one key string.
@@ -351,4 +353,10 @@ func equalState(a, b map[string]Holder) bool {
 		}
 	}
 	return true
+}
+
+// expire is what CmdExpire does to t: frees key only if tok still holds it with extension
+// count ext.
+func expire(t *Table, key string, tok Token, ext uint32) bool {
+	return t.ApplyCommand(Command{Kind: CmdExpire, Key: []byte(key), Token: tok, Extensions: ext}).Kind == Expired
 }

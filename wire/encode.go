@@ -43,7 +43,7 @@ func AppendRequest(b []byte, r *Request) []byte {
 // It does not allocate when b has room for the frame (MaxFrame bytes always
 // suffice for a valid response).
 //
-// AppendResponse writes what it is given: r.Reason must satisfy ValidReason,
+// AppendResponse writes what it is given: r.Reason must satisfy validReason,
 // and on a connection with FlagLeases a grant is G (OpGranted), never A, while
 // G, L (OpExtend) and ReasonUnsupported appear on no other connection. It
 // panics if r.Op is not a response op.

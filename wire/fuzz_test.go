@@ -156,7 +156,7 @@ func checkDecode(t *testing.T, response bool, flags uint8, data []byte, cut int)
 			if got := AppendResponse(nil, ev.resp); !bytes.Equal(got, ev.raw) {
 				t.Fatalf("response re-encodes as %q, consumed %q", got, ev.raw)
 			}
-			if ev.resp.Op == OpError && !ValidReason([]byte(ev.resp.Reason)) {
+			if ev.resp.Op == OpError && !validReason([]byte(ev.resp.Reason)) {
 				t.Fatalf("accepted reason %q", ev.resp.Reason)
 			}
 		default:

@@ -397,7 +397,7 @@ func TestLeasesOpsAndReason(t *testing.T) {
 	if OpGranted.String() != "G" || OpExtend.String() != "L" {
 		t.Fatalf("String: %q %q", OpGranted, OpExtend)
 	}
-	if ReasonUnsupported.Closes() || !ValidReason([]byte(ReasonUnsupported)) {
+	if ReasonUnsupported.Closes() || !validReason([]byte(ReasonUnsupported)) {
 		t.Fatal("unsupported closes or is not a valid reason")
 	}
 	if r, ok := knownReason([]byte("unsupported")); !ok || r != ReasonUnsupported {

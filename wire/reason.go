@@ -54,9 +54,9 @@ func (r Reason) Closes() bool {
 	return false
 }
 
-// ValidReason reports whether b is a well-formed reason: 1..MaxReasonLen
+// validReason reports whether b is a well-formed reason: 1..MaxReasonLen
 // bytes of [a-z_].
-func ValidReason(b []byte) bool {
+func validReason(b []byte) bool {
 	if len(b) == 0 || len(b) > MaxReasonLen {
 		return false
 	}

@@ -27,7 +27,7 @@ func TestReasons(t *testing.T) {
 		if r.Closes() != want {
 			t.Errorf("%q.Closes() = %v, want %v", r, r.Closes(), want)
 		}
-		if !ValidReason([]byte(r)) {
+		if !validReason([]byte(r)) {
 			t.Errorf("known reason %q is not valid", r)
 		}
 		if k, ok := knownReason([]byte(r)); !ok || k != r {
@@ -57,8 +57,8 @@ func TestValidReason(t *testing.T) {
 		"é":                                 false,
 		"internal\n":                        false,
 	} {
-		if got := ValidReason([]byte(s)); got != want {
-			t.Errorf("ValidReason(%q) = %v, want %v", s, got, want)
+		if got := validReason([]byte(s)); got != want {
+			t.Errorf("validReason(%q) = %v, want %v", s, got, want)
 		}
 	}
 }

@@ -116,7 +116,7 @@ func massExpiry(b *testing.B, keys int, lease uint16) {
 // fillLeases acquires keys keys with lease, at most window at a time, all granted.
 func fillLeases(b *testing.B, n *cluster.Node, keys int, lease uint16) {
 	s := &slots{free: make(chan struct{}, window)}
-	c := n.Attach(s)
+	c := n.Attach(s, "")
 	key := make([]byte, 0, 32)
 	deadline := time.Now().Add(10 * time.Minute)
 	for i := range keys {
@@ -158,7 +158,7 @@ func (c chanReplier) Reply(r wire.Response) {
 // unanswered for 10 s ends it.
 func probeKey(n *cluster.Node, stop *atomic.Bool) (pr probeResult) {
 	ch := make(chanReplier, 4)
-	c := n.Attach(ch)
+	c := n.Attach(ch, "")
 	key := []byte("probe")
 	ask := func(do func(), want wire.Op) (wire.Response, bool) {
 		t0 := time.Now()
@@ -215,7 +215,7 @@ func TestClusterHandoverAtLeaseEnd(t *testing.T) {
 	_, leader := benchCluster(t, 16)
 	n := leader.m.Node()
 	ha, hb := make(chanReplier, 1), make(chanReplier, 1)
-	a, b := n.Attach(ha), n.Attach(hb)
+	a, b := n.Attach(ha, ""), n.Attach(hb, "")
 	asked := time.Now() // the lease starts when the grant is applied: after this
 	n.Acquire(a, 1, []byte("k"), 0, 2, n.Now())
 	var granted time.Time

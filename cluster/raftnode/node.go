@@ -63,6 +63,11 @@ type Node struct {
 	raftDown     chan struct{} // closed once raft has shut down: no future is answered after it
 	entries      atomic.Uint64 // entries proposed to raft
 	commands     atomic.Uint64 // commands in them
+	// proposed numbers the entries handed to raft.Apply (the proposer counts it up just
+	// before each), answered the last of them the dispatcher has answered: what is in
+	// between is in flight. Leadership confirmations ride on them (confirm.go).
+	proposed atomic.Uint64
+	answered atomic.Uint64
 
 	// Readiness (ready.go): the leader's commit index as last asked.
 	ready readiness
@@ -156,6 +161,7 @@ func Open(cfg Config) (*Node, error) {
 		promiseDone:  make(chan struct{}),
 	}
 	n.q.signal = make(chan struct{}, 1)
+	n.conf.settled = make(chan struct{}, 1)
 	n.ready.ask = cfg.LeaderCommit
 	n.ready.ctx, n.ready.cancel = context.WithCancel(context.Background())
 	n.members.log, n.members.self, n.members.vouch = n.log, cfg.ID, cfg.Vouch

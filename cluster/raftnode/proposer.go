@@ -50,7 +50,8 @@ type queue struct {
 type entry struct {
 	props    []proposal
 	preErr   error
-	slot     bool // holds a window slot the dispatcher gives back
+	slot     bool   // holds a window slot the dispatcher gives back
+	seq      uint64 // its number in Node.proposed, if handed to raft
 	deadline time.Time
 	done     chan struct{}
 	err      error
@@ -255,6 +256,7 @@ func (n *Node) propose() {
 				testHookBeforeApply()
 			}
 			start := time.Now() // the commit latency counts the enqueue too
+			e.seq = n.proposed.Add(1)
 			f := n.raft.Apply(data, n.cfg.ApplyTimeout)
 			// The commit wait is a budget of its own, after the enqueue (which may itself take
 			// up to ApplyTimeout and then fail with ErrEnqueueTimeout: not applied).
@@ -335,6 +337,16 @@ func (n *Node) settle(e *entry) {
 	err := e.preErr
 	if err == nil {
 		err = n.await(e)
+	}
+	if e.seq != 0 {
+		n.answered.Store(e.seq)
+		if err == nil {
+			// Committed: a quorum stored it in this leader's term, after it was handed to
+			// raft. That confirms the leadership of every call made before (confirm.go).
+			defer n.committed(e.seq)
+		} else {
+			defer notify(n.conf.settled)
+		}
 	}
 	if err != nil {
 		for _, p := range e.props {

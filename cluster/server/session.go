@@ -88,7 +88,7 @@ func newSession(srv *Server, nc net.Conn, peer bool, revs uint8) *session {
 	if peer {
 		from = "peer " + from // a follower forwarding its clients' requests
 	}
-	ss.conn = srv.node.AttachFrom(ss, from)
+	ss.conn = srv.node.Attach(ss, from)
 	return ss
 }
 
