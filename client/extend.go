@@ -144,8 +144,8 @@ func (t *Ticket) extended(c *call, res wire.Response, err error) error {
 		t.endLocked(errDeadlineCause)
 		why := t.ended
 		t.mu.Unlock()
-		cl.compensate(t.Key, t.Token)
-		return fmt.Errorf("%w; the extension was confirmed only after that and does not revive the ticket: its token is being released in the background", why)
+		comp := cl.compensate(t.Key, t.Token)
+		return withCompensation(comp, "%w; the extension was confirmed only after that and does not revive the ticket: its token is being released in the background", why)
 	case err == nil && res.Op == wire.OpNotHeld:
 		t.endLocked(errLostCause)
 		t.mu.Unlock()

@@ -98,7 +98,7 @@ func runAction(c *cli.Context) error {
 	defer signal.Stop(sigs)
 	t, err := acquireOrSignal(c.Context, cl, sigs, key, budget, o)
 	if err != nil {
-		return acquireFailed("run", cl, err)
+		return acquireFailed("run", err)
 	}
 
 	sched := supervise.Schedule{Lease: lease, Grace: grace}
