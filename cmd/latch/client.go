@@ -95,20 +95,9 @@ func clientConfig(c *cli.Context) (client.Config, error) {
 	return client.Config{Servers: c.StringSlice("servers"), Secret: secret, TLS: tc}, nil
 }
 
-// clientSecret is the first secret of --secret-file (nil without it), read by readKeyFile:
-// a file others may write is refused.
-func clientSecret(c *cli.Context) ([]byte, error) {
-	return firstSecret(c, "secret-file")
-}
-
-// firstSecret is the first secret of the file that flag names, or nil when it names none.
-func firstSecret(c *cli.Context, flag string) ([]byte, error) {
-	s, err := readSecrets(flag, c.String(flag), nil)
-	if len(s) == 0 {
-		return nil, err
-	}
-	return s[0], nil
-}
+// clientSecret is the first secret of --secret-file (nil without it): a file others may
+// write is refused.
+func clientSecret(c *cli.Context) ([]byte, error) { return firstSecret(c, "secret-file") }
 
 // exitFor maps a client error to the documented exit code, with the error's message.
 func exitFor(verb string, err error) error {

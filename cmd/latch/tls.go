@@ -2,18 +2,15 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
-	"os"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
-	"github.com/latchd/latch/cluster/peer"
+	"github.com/latchd/latch/cluster/creds"
 )
 
-// tlsFlags are the server's TLS flags.
+// tlsFlags are the server's TLS flags (creds.TLSFiles).
 func tlsFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "tls-cert", Usage: "PEM `FILE` of this node's certificate: TLS on the client port (and, with --tls-ca, mutual TLS between peers)", EnvVars: env("TLS_CERT")},
@@ -26,110 +23,6 @@ func tlsFlags() []cli.Flag {
 	}
 }
 
-// serverTLS holds the TLS configurations the server flags ask for.
-type serverTLS struct {
-	client     *tls.Config // client port (nil: plain)
-	peer, dial *tls.Config // peer port listener and dialer (nil: no TLS between peers)
-	http       *tls.Config // --http listener (nil: plain HTTP)
-	// peerCAs (--tls-ca) and adminCAs (--admin-tls-ca) verify client certificates on an
-	// --http-tls port: a peer's authorizes its own join, the operator's every admin call.
-	// Nil where the port does not verify them.
-	peerCAs, adminCAs *x509.CertPool
-	// admin is this node's TLS for its own admin calls to an https:// --join: the cluster CA
-	// (system roots without --tls-ca) and its certificate as a client certificate.
-	admin *tls.Config
-}
-
-// loadServerTLS reads --tls-cert, --tls-key, --tls-ca and --admin-tls-ca.
-func loadServerTLS(c *cli.Context, log hclog.Logger) (serverTLS, error) {
-	certFile, keyFile, caFile := c.String("tls-cert"), c.String("tls-key"), c.String("tls-ca")
-	var out serverTLS
-	if c.String("admin-tls-ca") != "" && !c.Bool("http-tls") {
-		return out, errors.New("--admin-tls-ca needs --http-tls: admin certificates are presented to an https:// --http")
-	}
-	if certFile == "" && keyFile == "" {
-		switch {
-		case caFile != "":
-			return out, errors.New("--tls-ca needs --tls-cert and --tls-key: the node's own certificate, signed by that CA")
-		case c.Bool("http-tls"):
-			return out, errors.New("--http-tls needs --tls-cert and --tls-key: the certificate --http serves")
-		}
-		return out, nil
-	}
-	cert, err := loadKeyPair(certFile, keyFile, log)
-	if err != nil {
-		return out, err
-	}
-	out.client = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	out.admin = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	var pool *x509.CertPool
-	if caFile != "" {
-		if pool, err = loadCA(caFile); err != nil {
-			return out, fmt.Errorf("--tls-ca: %w", err)
-		}
-		out.peer, out.dial = peer.MutualTLS(cert, pool)
-		out.admin.RootCAs = pool
-	}
-	if c.Bool("http-tls") {
-		out.http = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		out.peerCAs = pool
-		if f := c.String("admin-tls-ca"); f != "" {
-			if out.adminCAs, err = loadCA(f); err != nil {
-				return out, fmt.Errorf("--admin-tls-ca: %w", err)
-			}
-		}
-		if either, _ := loadCA(caFile, c.String("admin-tls-ca")); either != nil {
-			// Probes and scrapers present no certificate; a presented one must verify against
-			// either CA (the admin verifier then tells which).
-			out.http.ClientAuth, out.http.ClientCAs = tls.VerifyClientCertIfGiven, either
-		}
-	}
-	return out, nil
-}
-
-// loadKeyPair reads a certificate and its private key; the key file must not be writable
-// by others (readKeyFile).
-func loadKeyPair(certFile, keyFile string, log hclog.Logger) (tls.Certificate, error) {
-	if certFile == "" || keyFile == "" {
-		return tls.Certificate{}, errors.New("--tls-cert and --tls-key go together")
-	}
-	certPEM, err := os.ReadFile(certFile)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("--tls-cert: %w", err)
-	}
-	keyPEM, err := readKeyFile("tls-key", keyFile, log)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-	}
-	return cert, nil
-}
-
-// loadCA reads PEM bundles into one pool; empty names are skipped, and none at all is a nil
-// pool.
-func loadCA(files ...string) (*x509.CertPool, error) {
-	var pool *x509.CertPool
-	for _, file := range files {
-		if file == "" {
-			continue
-		}
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, err
-		}
-		if pool == nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(data) {
-			return nil, fmt.Errorf("%s holds no PEM certificate", file)
-		}
-	}
-	return pool, nil
-}
-
 // adminTLS is the TLS config of the admin verbs for an https:// --http: the server is
 // verified against --tls-ca (system roots without it), for its host or --tls-server-name,
 // and --tls-cert/--tls-key, if given, are presented as a client certificate (which
@@ -137,14 +30,14 @@ func loadCA(files ...string) (*x509.CertPool, error) {
 func adminTLS(c *cli.Context) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.String("tls-server-name")}
 	if f := c.String("tls-ca"); f != "" {
-		pool, err := loadCA(f)
+		pool, err := creds.LoadCA(f)
 		if err != nil {
 			return nil, fmt.Errorf("--tls-ca: %w", err)
 		}
 		cfg.RootCAs = pool
 	}
 	if certFile, keyFile := c.String("tls-cert"), c.String("tls-key"); certFile != "" || keyFile != "" {
-		cert, err := loadKeyPair(certFile, keyFile, nil)
+		cert, err := creds.LoadKeyPair(certFile, keyFile, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -160,9 +53,30 @@ func clientTLS(c *cli.Context) (*tls.Config, error) {
 	if f == "" {
 		return nil, nil
 	}
-	pool, err := loadCA(f)
+	pool, err := creds.LoadCA(f)
 	if err != nil {
 		return nil, fmt.Errorf("--tls-ca: %w", err)
 	}
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: c.String("tls-server-name")}, nil
+}
+
+// serverTLS reads the server's TLS flags (creds.LoadTLS).
+func serverTLS(c *cli.Context, log hclog.Logger) (creds.TLS, error) {
+	return creds.LoadTLS(creds.TLSFiles{Cert: c.String("tls-cert"), Key: c.String("tls-key"), CA: c.String("tls-ca"),
+		HTTPTLS: c.Bool("http-tls"), AdminCA: c.String("admin-tls-ca")}, log)
+}
+
+// serverSecrets reads the server's secret files (creds.LoadSecrets).
+func serverSecrets(c *cli.Context, log hclog.Logger) (creds.Secrets, error) {
+	return creds.LoadSecrets(creds.SecretFiles{Client: c.String("secret-file"), Peer: c.String("peer-secret-file"),
+		Admin: c.String("admin-secret-file")}, log)
+}
+
+// firstSecret is the first secret of the file that flag names, or nil when it names none.
+func firstSecret(c *cli.Context, flag string) ([]byte, error) {
+	s, err := creds.ReadSecrets(flag, c.String(flag), nil)
+	if len(s) == 0 {
+		return nil, err
+	}
+	return s[0], nil
 }
