@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -110,42 +108,10 @@ func statusCommand() *cli.Command {
 				if c.Bool("json") {
 					return json.NewEncoder(c.App.Writer).Encode(st)
 				}
-				return printStatus(c, st)
+				return admin.WriteStatus(c.App.Writer, st)
 			})
 		},
 	}
-}
-
-func printStatus(c *cli.Context, st map[string]json.RawMessage) error {
-	var mode string
-	var node map[string]any
-	json.Unmarshal(st["mode"], &mode)
-	json.Unmarshal(st["node"], &node)
-	w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
-	defer w.Flush()
-	fmt.Fprintf(w, "mode\t%s\n", mode)
-	if raw, ok := st["raft"]; ok {
-		var m map[string]any
-		json.Unmarshal(raw, &m)
-		get := func(k string) any { return m[k] }
-		leader := "none known"
-		if id, _ := m["leader_id"].(string); id != "" {
-			leader = fmt.Sprintf("%s (%v)", id, get("leader_addr"))
-		}
-		fmt.Fprintf(w, "id\t%v\nrole\t%v\nleader\t%s\nterm\t%v\ncommit index\t%v\napplied index\t%v\nlast contact\t%v\n",
-			get("id"), get("state"), leader, get("term"), get("commit_index"), get("applied_index"), get("last_contact"))
-		var peers []admin.Member
-		if p, ok := m["peers"]; ok {
-			b, _ := json.Marshal(p)
-			json.Unmarshal(b, &peers)
-		}
-		sort.Slice(peers, func(i, j int) bool { return peers[i].ID < peers[j].ID })
-		for _, p := range peers {
-			fmt.Fprintf(w, "peer\t%s %s %s\n", p.ID, p.Addr, p.Suffrage)
-		}
-	}
-	fmt.Fprintf(w, "last token\t%v\nkeys\t%v\nwaiters\t%v\n", node["last_token"], node["keys"], node["waiters"])
-	return nil
 }
 
 func peersCommand() *cli.Command {
@@ -163,12 +129,7 @@ func peersCommand() *cli.Command {
 						if err != nil {
 							return adminExit("peers list", err)
 						}
-						w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
-						fmt.Fprintln(w, "ID\tADDR\tSUFFRAGE")
-						for _, m := range ms {
-							fmt.Fprintf(w, "%s\t%s\t%s\n", m.ID, m.Addr, m.Suffrage)
-						}
-						return w.Flush()
+						return admin.WriteMembers(c.App.Writer, ms)
 					})
 				},
 			},

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"text/tabwriter"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -67,11 +65,7 @@ func locksCommand() *cli.Command {
 					if c.Bool("json") {
 						return json.NewEncoder(c.App.Writer).Encode(lk)
 					}
-					if !lk.Held {
-						fmt.Fprintf(c.App.Writer, "%s free (waiters %d)\n", lk.Key, lk.Waiters)
-						return nil
-					}
-					fmt.Fprintf(c.App.Writer, "%s held token %d lease left %s waiters %d%s\n", lk.Key, lk.Token, leaseLeft(lk.LeaseLeft), lk.Waiters, releasing(lk))
+					fmt.Fprintln(c.App.Writer, lk)
 					return nil
 				},
 			},
@@ -116,23 +110,19 @@ func oneKey(c *cli.Context) (string, error) {
 }
 
 func listLocks(c *cli.Context, a admin.Remote, secret []byte) error {
-	w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
-	enc := json.NewEncoder(c.App.Writer)
+	enc, table := json.NewEncoder(c.App.Writer), (*admin.LockTable)(nil)
 	if !c.Bool("json") {
-		fmt.Fprintln(w, "KEY\tTOKEN\tLEASE LEFT\tWAITERS")
+		table = admin.NewLockTable(c.App.Writer)
 	}
-	n := 0
 	err := a.EachLock(c.Context, c.String("prefix"), c.Int("limit"), secret, func(lk admin.Lock) error {
-		if c.Bool("json") {
+		if table == nil {
 			return enc.Encode(lk)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s%s\t%d\n", lk.Key, lk.Token, leaseLeft(lk.LeaseLeft), releasing(lk), lk.Waiters)
-		if n++; n%admin.DefaultLocksPage == 0 {
-			return w.Flush() // as they come: a million keys are never held here at once
-		}
-		return nil
+		return table.Add(lk)
 	})
-	w.Flush()
+	if table != nil {
+		table.Flush()
+	}
 	if err != nil {
 		return adminExit("locks", err)
 	}
@@ -154,15 +144,4 @@ func forceRelease(c *cli.Context, a admin.Remote, secret []byte, key string, tok
 		return cli.Exit("latch locks release: unknown whether it was released ("+err.Error()+"): check with latch locks show "+strconv.Quote(key), exitIndeterminate)
 	}
 	return adminExit("locks release", err)
-}
-
-func leaseLeft(s float64) string {
-	return (time.Duration(s*float64(time.Second)) / time.Millisecond * time.Millisecond).String()
-}
-
-func releasing(lk admin.Lock) string {
-	if lk.Releasing {
-		return " (releasing)"
-	}
-	return ""
 }

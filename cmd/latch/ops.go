@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
-	"path/filepath"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -78,47 +76,18 @@ func snapshotSave(c *cli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, transferTimeout)
 	defer cancel()
-	_, data, err := a.Do(ctx, http.MethodGet, "/v1/snapshot", nil, secret, admin.MaxSnapshot+1)
-	if err != nil {
+	data, info, err := a.Backup(ctx, secret)
+	switch {
+	case errors.Is(err, admin.ErrBadBackup):
+		return cli.Exit("latch "+verb+": "+strings.TrimPrefix(err.Error(), "admin: "), exitUnavailable)
+	case err != nil:
 		return adminExit(verb, err)
 	}
-	info, err := fsm.InspectSnapshot(bytes.NewReader(data))
-	if err != nil {
-		return cli.Exit("latch "+verb+": the backup received does not verify, nothing written: "+err.Error(), exitUnavailable)
-	}
-	if err := writeFileAtomic(file, data); err != nil {
+	if err := admin.WriteBackup(file, data); err != nil {
 		return cli.Exit("latch "+verb+": "+err.Error(), exitLocalIO)
 	}
 	fmt.Fprintf(c.App.Writer, "saved %s: %d bytes, index %d, last token %d, %d held keys\n",
 		file, len(data), info.Index, uint64(info.LastToken), info.Keys)
-	return nil
-}
-
-// writeFileAtomic writes data to file.tmp, syncs it and renames it to file.
-func writeFileAtomic(file string, data []byte) error {
-	tmp := file + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, file)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(file)); err == nil {
-		d.Sync()
-		d.Close()
-	}
 	return nil
 }
 
@@ -149,8 +118,8 @@ func snapshotRestore(c *cli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, transferTimeout)
 	defer cancel()
-	var res raftnode.Restored
-	if err := a.Call(ctx, http.MethodPost, "/v1/restore?token_floor="+strconv.FormatUint(floor, 10), data, secret, &res); err != nil {
+	res, err := a.Restore(ctx, data, floor, secret)
+	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return cli.Exit("latch "+verb+": no answer within "+transferTimeout.String()+"; check latch status before retrying", exitIndeterminate)
 		}
