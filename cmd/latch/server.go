@@ -15,6 +15,7 @@ import (
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/cluster/logs"
+	"github.com/latchd/latch/cluster/member"
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/cluster/server"
 	"github.com/latchd/latch/cluster/single"
@@ -138,12 +139,16 @@ func runServer(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		if run, err = startMember(ctx, c, mcfg, tlsCfg, httpCfg, boot); err != nil {
-			if errors.Is(err, raftnode.ErrDataDirBroken) {
-				return cli.Exit("latch server: "+err.Error(), exitLocalIO)
-			}
+		mem, err := member.Start(ctx, mcfg)
+		if errors.Is(err, raftnode.ErrDataDirBroken) {
+			return cli.Exit("latch server: "+err.Error(), exitLocalIO)
+		} else if err != nil {
 			return err
 		}
+		if err := mem.Serve(member.ServeConfig{Listen: c.String("listen"), TLS: tlsCfg.Client, HTTPServer: httpCfg, Boot: boot, Pprof: c.Bool("pprof")}); err != nil {
+			return err
+		}
+		run = mem
 	} else {
 		cfg := single.Config{
 			Node: nodeCfg, Server: scfg, Listen: c.String("listen"), TLS: tlsCfg.Client,
@@ -179,7 +184,7 @@ func runServer(c *cli.Context) error {
 	return nil
 }
 
-// running is a started server of either mode (single.Node, or a member with its listeners)
+// running is a started server of either mode (single.Node, or a member.Member that serves)
 // as runServer logs, waits on and stops it.
 type running interface {
 	Addr() net.Addr
