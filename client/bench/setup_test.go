@@ -24,8 +24,12 @@ func TestSetupOpen(t *testing.T) {
 		"no window":        func() Setup { s := ok; s.Duration = 0; return s }(),
 		"over an hour":     func() Setup { s := ok; s.Warmup = MaxRun; return s }(),
 		"holders no conns": func() Setup { s := ok; s.Holders = 1; return s }(),
-		"holders' lease":   func() Setup { s := ok; s.Holders, s.HolderConns, s.Every, s.HoldLease = 1, 1, time.Second, time.Second; return s }(),
-		"no servers":       func() Setup { s := ok; s.Client.Servers = nil; return s }(),
+		"holders' lease": func() Setup {
+			s := ok
+			s.Holders, s.HolderConns, s.Every, s.HoldLease = 1, 1, time.Second, time.Second
+			return s
+		}(),
+		"no servers": func() Setup { s := ok; s.Client.Servers = nil; return s }(),
 	} {
 		if _, _, err := s.Open(context.Background()); !errors.Is(err, ErrSetup) {
 			t.Errorf("%s: %v, want ErrSetup", name, err)

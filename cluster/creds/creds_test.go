@@ -114,3 +114,24 @@ func TestLoadTLS(t *testing.T) {
 		t.Fatalf("a CA file with no certificate: %v, want an error naming --tls-ca", err)
 	}
 }
+
+// The CLI's TLS: no CA is plain TCP for the client verbs; a CA verifies the servers for
+// ServerName; the admin verbs present a client certificate when given one.
+func TestDialTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, cert, key := clustertest.NewCA(t, "cluster CA").Files(t, dir, "node")
+	if got, err := ClientTLS(DialFiles{ServerName: "x"}); got != nil || err != nil {
+		t.Fatalf("no CA: %v, %v; want plain TCP", got, err)
+	}
+	got, err := ClientTLS(DialFiles{CA: ca, ServerName: "n", Cert: cert, Key: key})
+	if err != nil || got.RootCAs == nil || got.ServerName != "n" || len(got.Certificates) != 0 {
+		t.Fatalf("client verbs: %+v, %v; want the CA and the name, no client certificate", got, err)
+	}
+	got, err = AdminTLS(DialFiles{Cert: cert, Key: key})
+	if err != nil || got.RootCAs != nil || len(got.Certificates) != 1 {
+		t.Fatalf("admin verbs: %+v, %v; want the system roots and the client certificate", got, err)
+	}
+	if _, err := AdminTLS(DialFiles{CA: filepath.Join(dir, "missing")}); err == nil || !strings.Contains(err.Error(), "--tls-ca") {
+		t.Fatalf("a missing CA: %v, want an error naming --tls-ca", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/creds"
 )
 
 // adminTargetOf is the target of an admin verb's --http, with its TLS flags.
@@ -18,7 +19,7 @@ func adminTargetOf(c *cli.Context) (admin.Remote, error) {
 	if c.IsSet("secret-file") {
 		return admin.Remote{}, errClientSecretForAdmin
 	}
-	tc, err := adminTLS(c)
+	tc, err := creds.AdminTLS(dialFiles(c))
 	if err != nil {
 		return admin.Remote{}, err
 	}

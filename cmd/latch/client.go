@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/client"
+	"github.com/latchd/latch/cluster/creds"
 )
 
 // Exit codes of every verb (README's table; also in `latch help run`). The command's own
@@ -84,7 +85,7 @@ func newClient(c *cli.Context) (*client.Client, error) {
 // clientConfig is the client.Config of --servers, --secret-file and the TLS flags; a file
 // that cannot be used is a usage error of the verb.
 func clientConfig(c *cli.Context) (client.Config, error) {
-	tc, err := clientTLS(c)
+	tc, err := creds.ClientTLS(dialFiles(c))
 	if err != nil {
 		return client.Config{}, usageErr(c.Command.Name, "%v", err)
 	}

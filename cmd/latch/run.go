@@ -140,31 +140,10 @@ func runAction(c *cli.Context) error {
 
 // runNotice prints what Supervise does and learns about the lease of t, which CMD name runs under.
 func runNotice(c *cli.Context, t *client.Ticket, name string, maxHold time.Duration) func(supervise.Event) {
-	at := func(e supervise.Event) string { return e.At.UTC().Format(time.RFC3339Nano) }
+	subject := supervise.Subject{Key: t.Key, Token: t.Token, Command: name, MaxHold: maxHold}
 	return func(e supervise.Event) {
-		switch e.Kind {
-		case supervise.EventTerm:
-			if e.Held {
-				stderrf(c, "latch run: --max-hold %s of %s ends at %s; sending SIGTERM", maxHold, t.Key, at(e))
-			} else {
-				stderrf(c, "latch run: lease of %s ends at %s; sending SIGTERM", t.Key, at(e))
-			}
-		case supervise.EventKill:
-			what := "lease"
-			if e.Held {
-				what = "--max-hold"
-			}
-			stderrf(c, "latch run: %s of %s is ending; sending SIGKILL", what, t.Key)
-		case supervise.EventEscalate:
-			stderrf(c, "latch run: a second signal; sending SIGKILL to the command's process group")
-		case supervise.EventLost:
-			stderrf(c, "latch run: the server says token %d no longer holds %s; sending SIGTERM now", t.Token, t.Key)
-		case supervise.EventUnsupported:
-			stderrf(c, "latch run: warning: the server cannot extend leases (no protocol revision 2); %s is stopped as the lease of %s ends at %s", name, t.Key, at(e))
-		case supervise.EventExtendFailed:
-			stderrf(c, "latch run: extending the lease of %s failed: %v; it ends at %s", t.Key, e.Err, at(e))
-		case supervise.EventPaused:
-			stderrf(c, "latch run: %s is stopped; its lease is not extended while it is (SIGTERM at %s)", name, at(e))
+		if line := subject.Text(e); line != "" {
+			stderrf(c, "latch run: %s", line)
 		}
 	}
 }

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
-	"fmt"
-
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
@@ -23,41 +20,9 @@ func tlsFlags() []cli.Flag {
 	}
 }
 
-// adminTLS is the TLS config of the admin verbs for an https:// --http: the server is
-// verified against --tls-ca (system roots without it), for its host or --tls-server-name,
-// and --tls-cert/--tls-key, if given, are presented as a client certificate (which
-// authorizes admin calls on a node whose --admin-tls-ca signed it).
-func adminTLS(c *cli.Context) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.String("tls-server-name")}
-	if f := c.String("tls-ca"); f != "" {
-		pool, err := creds.LoadCA(f)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		cfg.RootCAs = pool
-	}
-	if certFile, keyFile := c.String("tls-cert"), c.String("tls-key"); certFile != "" || keyFile != "" {
-		cert, err := creds.LoadKeyPair(certFile, keyFile, nil)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
-}
-
-// clientTLS is the TLS config of the client verbs: --tls-ca set means TLS, verifying the
-// server against that CA, for the host it dials or --tls-server-name.
-func clientTLS(c *cli.Context) (*tls.Config, error) {
-	f := c.String("tls-ca")
-	if f == "" {
-		return nil, nil
-	}
-	pool, err := creds.LoadCA(f)
-	if err != nil {
-		return nil, fmt.Errorf("--tls-ca: %w", err)
-	}
-	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: c.String("tls-server-name")}, nil
+// dialFiles are the TLS flags of the client and admin verbs (creds.ClientTLS, creds.AdminTLS).
+func dialFiles(c *cli.Context) creds.DialFiles {
+	return creds.DialFiles{CA: c.String("tls-ca"), ServerName: c.String("tls-server-name"), Cert: c.String("tls-cert"), Key: c.String("tls-key")}
 }
 
 // serverTLS reads the server's TLS flags (creds.LoadTLS).
