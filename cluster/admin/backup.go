@@ -43,6 +43,19 @@ func (a Remote) Restore(ctx context.Context, data []byte, floor uint64, secret [
 	return res, err
 }
 
+// ReadBackup reads the backup in file and verifies it; its errors name the file.
+func ReadBackup(file string) ([]byte, fsm.SnapshotInfo, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fsm.SnapshotInfo{}, err
+	}
+	info, err := fsm.InspectSnapshot(bytes.NewReader(data))
+	if err != nil {
+		return nil, info, fmt.Errorf("%s: %w", file, err)
+	}
+	return data, info, nil
+}
+
 // WriteBackup writes data to file.tmp, syncs it and renames it to file, so that file is
 // either the old one or the whole backup; then it syncs the directory.
 func WriteBackup(file string, data []byte) error {

@@ -14,18 +14,6 @@ import (
 	"github.com/latchd/latch/cluster/creds"
 )
 
-// adminTargetOf is the target of an admin verb's --http, with its TLS flags.
-func adminTargetOf(c *cli.Context) (admin.Remote, error) {
-	if c.IsSet("secret-file") {
-		return admin.Remote{}, errClientSecretForAdmin
-	}
-	tc, err := creds.AdminTLS(dialFiles(c))
-	if err != nil {
-		return admin.Remote{}, err
-	}
-	return admin.NewRemote(c.String("http"), tc), nil
-}
-
 // adminTimeout bounds one admin call, forwarding to the leader included.
 const adminTimeout = 40 * time.Second
 
@@ -46,35 +34,31 @@ func adminFlags() []cli.Flag {
 var errClientSecretForAdmin = errors.New("--secret-file is the client secret and authorizes no admin call: " +
 	"pass --admin-secret-file FILE (a line of the nodes' --admin-secret-file); status and peers list need none")
 
-// adminSecret is the first secret of --admin-secret-file, or nil.
-func adminSecret(c *cli.Context) ([]byte, error) {
+// adminCall runs call against the target of --http (with its TLS flags) and, when signed,
+// the first secret of --admin-secret-file (a bad flag, or the client's --secret-file, is a
+// usage error of verb), bounded by timeout (0: none beyond the verb's context).
+func adminCall(c *cli.Context, verb string, signed bool, timeout time.Duration, call func(ctx context.Context, a admin.Remote, secret []byte) error) error {
 	if c.IsSet("secret-file") {
-		return nil, errClientSecretForAdmin
+		return usageErr(verb, "%v", errClientSecretForAdmin)
 	}
-	return firstSecret(c, "admin-secret-file")
-}
-
-// signedAdminTarget is the signing secret and the target of an admin verb that changes or
-// reads what only the admin credential may.
-func signedAdminTarget(c *cli.Context) ([]byte, admin.Remote, error) {
-	secret, err := adminSecret(c)
-	if err != nil {
-		return nil, admin.Remote{}, err
+	var secret []byte
+	var err error
+	if signed {
+		if secret, err = firstSecret(c, "admin-secret-file"); err != nil {
+			return usageErr(verb, "%v", err)
+		}
 	}
-	a, err := adminTargetOf(c)
-	return secret, a, err
-}
-
-// callAdmin runs call against the target of --http (a bad one is a usage error of verb),
-// bounded by adminTimeout.
-func callAdmin(c *cli.Context, verb string, call func(ctx context.Context, a admin.Remote) error) error {
-	a, err := adminTargetOf(c)
+	tc, err := creds.AdminTLS(dialFiles(c))
 	if err != nil {
 		return usageErr(verb, "%v", err)
 	}
-	ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
-	defer cancel()
-	return call(ctx, a)
+	ctx := c.Context
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return call(ctx, admin.NewRemote(c.String("http"), tc), secret)
 }
 
 // adminExit maps a failed admin call to its exit code: 76 when the node said it does not know
@@ -101,7 +85,7 @@ func statusCommand() *cli.Command {
 		Usage: "show a node's role, leader, term, indexes, peers and last token",
 		Flags: append(adminFlags(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON"}),
 		Action: func(c *cli.Context) error {
-			return callAdmin(c, "status", func(ctx context.Context, a admin.Remote) error {
+			return adminCall(c, "status", false, adminTimeout, func(ctx context.Context, a admin.Remote, _ []byte) error {
 				var st map[string]json.RawMessage
 				if err := a.Call(ctx, http.MethodGet, "/v1/status", nil, nil, &st); err != nil {
 					return adminExit("status", err)
@@ -125,7 +109,7 @@ func peersCommand() *cli.Command {
 				Usage: "list the members of the cluster configuration",
 				Flags: adminFlags(),
 				Action: func(c *cli.Context) error {
-					return callAdmin(c, "peers list", func(ctx context.Context, a admin.Remote) error {
+					return adminCall(c, "peers list", false, adminTimeout, func(ctx context.Context, a admin.Remote, _ []byte) error {
 						ms, err := a.Members(ctx)
 						if err != nil {
 							return adminExit("peers list", err)
@@ -170,25 +154,21 @@ func peersCommand() *cli.Command {
 }
 
 func peersChange(c *cli.Context, verb, method, path string, req any) error {
-	secret, a, err := signedAdminTarget(c)
-	if err != nil {
-		return usageErr(verb, "%v", err)
-	}
-	var body []byte
-	if req != nil {
-		body, _ = json.Marshal(req)
-	}
-	ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
-	defer cancel()
-	var out map[string]string
-	if err := a.Call(ctx, method, path, body, secret, &out); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return cli.Exit("latch "+verb+": no answer within "+adminTimeout.String()+"; check latch peers list before retrying", exitIndeterminate)
+	return adminCall(c, verb, true, adminTimeout, func(ctx context.Context, a admin.Remote, secret []byte) error {
+		var body []byte
+		if req != nil {
+			body, _ = json.Marshal(req)
 		}
-		return adminExit(verb, err)
-	}
-	for k, v := range out {
-		fmt.Fprintf(c.App.Writer, "%s %s\n", k, v)
-	}
-	return nil
+		var out map[string]string
+		if err := a.Call(ctx, method, path, body, secret, &out); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return cli.Exit("latch "+verb+": no answer within "+adminTimeout.String()+"; check latch peers list before retrying", exitIndeterminate)
+			}
+			return adminExit(verb, err)
+		}
+		for k, v := range out {
+			fmt.Fprintf(c.App.Writer, "%s %s\n", k, v)
+		}
+		return nil
+	})
 }

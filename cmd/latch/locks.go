@@ -35,11 +35,9 @@ func locksCommand() *cli.Command {
 			if c.Int("limit") < 0 {
 				return usageErr("locks", "--limit must be 0 (all) or more")
 			}
-			secret, a, err := signedAdminTarget(c)
-			if err != nil {
-				return usageErr("locks", "%v", err)
-			}
-			return listLocks(c, a, secret)
+			return adminCall(c, "locks", true, 0, func(ctx context.Context, a admin.Remote, secret []byte) error {
+				return listLocks(ctx, c, a, secret)
+			})
 		},
 		Subcommands: []*cli.Command{
 			{
@@ -52,21 +50,17 @@ func locksCommand() *cli.Command {
 					if err != nil {
 						return usageErr("locks show", "%v", err)
 					}
-					secret, a, err := signedAdminTarget(c)
-					if err != nil {
-						return usageErr("locks show", "%v", err)
-					}
-					ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
-					defer cancel()
-					lk, err := a.ShowLock(ctx, key, secret)
-					if err != nil {
-						return adminExit("locks show", err)
-					}
-					if c.Bool("json") {
-						return json.NewEncoder(c.App.Writer).Encode(lk)
-					}
-					fmt.Fprintln(c.App.Writer, lk)
-					return nil
+					return adminCall(c, "locks show", true, adminTimeout, func(ctx context.Context, a admin.Remote, secret []byte) error {
+						lk, err := a.ShowLock(ctx, key, secret)
+						if err != nil {
+							return adminExit("locks show", err)
+						}
+						if c.Bool("json") {
+							return json.NewEncoder(c.App.Writer).Encode(lk)
+						}
+						_, err = fmt.Fprintln(c.App.Writer, lk)
+						return err
+					})
 				},
 			},
 			{
@@ -86,11 +80,9 @@ func locksCommand() *cli.Command {
 					if c.IsSet("token") && (c.Uint64("token") == 0 || c.Uint64("token") > wire.MaxToken) {
 						return usageErr("locks release", "--token %d: tokens are 1..%d", c.Uint64("token"), uint64(wire.MaxToken))
 					}
-					secret, a, err := signedAdminTarget(c)
-					if err != nil {
-						return usageErr("locks release", "%v", err)
-					}
-					return forceRelease(c, a, secret, key, c.Uint64("token"))
+					return adminCall(c, "locks release", true, adminTimeout, func(ctx context.Context, a admin.Remote, secret []byte) error {
+						return forceRelease(ctx, c, a, secret, key, c.Uint64("token"))
+					})
 				},
 			},
 		},
@@ -109,12 +101,12 @@ func oneKey(c *cli.Context) (string, error) {
 	return key, nil
 }
 
-func listLocks(c *cli.Context, a admin.Remote, secret []byte) error {
+func listLocks(ctx context.Context, c *cli.Context, a admin.Remote, secret []byte) error {
 	enc, table := json.NewEncoder(c.App.Writer), (*admin.LockTable)(nil)
 	if !c.Bool("json") {
 		table = admin.NewLockTable(c.App.Writer)
 	}
-	err := a.EachLock(c.Context, c.String("prefix"), c.Int("limit"), secret, func(lk admin.Lock) error {
+	err := a.EachLock(ctx, c.String("prefix"), c.Int("limit"), secret, func(lk admin.Lock) error {
 		if table == nil {
 			return enc.Encode(lk)
 		}
@@ -129,9 +121,7 @@ func listLocks(c *cli.Context, a admin.Remote, secret []byte) error {
 	return nil
 }
 
-func forceRelease(c *cli.Context, a admin.Remote, secret []byte, key string, token uint64) error {
-	ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
-	defer cancel()
+func forceRelease(ctx context.Context, c *cli.Context, a admin.Remote, secret []byte, key string, token uint64) error {
 	freed, err := a.ReleaseLock(ctx, key, token, secret)
 	var se *admin.StatusError
 	switch {
