@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -97,4 +99,16 @@ func (s Setup) Open(ctx context.Context) (Config, func(), error) {
 		return Config{}, nil, err
 	}
 	return cfg, closeAll, nil
+}
+
+// CPUProfile is a Config.Measure that writes a CPU profile of the window (runtime/pprof) to
+// w; when the profile cannot start, warn is told and the window runs unprofiled.
+func CPUProfile(w io.Writer, warn func(error)) func() func() {
+	return func() func() {
+		if err := pprof.StartCPUProfile(w); err != nil {
+			warn(err)
+			return func() {}
+		}
+		return pprof.StopCPUProfile
+	}
 }

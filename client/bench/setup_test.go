@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -50,5 +51,18 @@ func TestSetupOpen(t *testing.T) {
 	closeAll()
 	if err := cfg.Clients[0].Ping(context.Background()); !errors.Is(err, client.ErrClosed) {
 		t.Fatalf("Ping after closing: %v, want ErrClosed", err)
+	}
+}
+
+// CPUProfile profiles between the window's open and close; a second profile at once cannot
+// start, is reported, and its close does nothing.
+func TestCPUProfile(t *testing.T) {
+	var first, second bytes.Buffer
+	var warned error
+	done := CPUProfile(&first, func(err error) { t.Fatalf("first profile: %v", err) })()
+	CPUProfile(&second, func(err error) { warned = err })()()
+	done()
+	if first.Len() == 0 || second.Len() != 0 || warned == nil {
+		t.Fatalf("profiles of %d and %d bytes, warning %v; want the first only, the second refused", first.Len(), second.Len(), warned)
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"sort"
 	"text/tabwriter"
 	"time"
+
+	"github.com/latchd/latch/cluster/raftnode"
 )
 
-// The admin verbs' text output (cmd/latch status, peers list, locks): tables for people; the
-// verbs' --json prints the API's JSON instead.
+// The admin verbs' text output (cmd/latch status, peers list, locks, recover): tables and
+// lines for people; the verbs' --json prints the API's JSON instead.
 
 // WriteStatus writes GET /v1/status (st, as decoded into its top-level fields) as a table:
 // the mode, in cluster mode this node's raft view (id, role, leader, term, indexes, last
@@ -100,4 +102,21 @@ func releasing(lk Lock) string {
 		return " (releasing)"
 	}
 	return ""
+}
+
+// WriteDiskState writes what a stopped node's data directory holds (latch recover, named
+// what: the directory, "before" or "after") on one line: the last index and term, the last
+// token, the held keys and the members; then one line per damage, which is why latch server
+// refuses the directory (recover keeps what it holds).
+func WriteDiskState(out io.Writer, what string, ds raftnode.DiskState) error {
+	fmt.Fprintf(out, "%s: last index %d (term %d), last token %d, %d held keys, members:",
+		what, ds.LastIndex, ds.LastTerm, uint64(ds.State.LastToken), ds.State.Keys)
+	for _, s := range ds.Servers {
+		fmt.Fprintf(out, " %s=%s(%s)", s.ID, s.Addr, s.Suffrage)
+	}
+	fmt.Fprintln(out)
+	for _, d := range ds.Damage {
+		fmt.Fprintf(out, "damage: %s\n", d)
+	}
+	return nil
 }

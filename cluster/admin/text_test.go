@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/latchd/latch/cluster/raftnode"
 )
 
 // The admin verbs' tables: status with its peers sorted, members, locks, one lock's line.
@@ -81,4 +83,15 @@ func squeeze(text string) string {
 		}
 	}
 	return b.String()
+}
+
+// latch recover's line: the log's end, the state, the members, then each damage.
+func TestWriteDiskState(t *testing.T) {
+	var b strings.Builder
+	ds := raftnode.DiskState{LastIndex: 9, LastTerm: 2, Servers: []raftnode.Server{{ID: "n1", Addr: "a:1", Suffrage: "Voter"}}, Damage: []string{"older than promised"}}
+	ds.State.LastToken, ds.State.Keys = 7, 3
+	WriteDiskState(&b, "before", ds)
+	if want := "before: last index 9 (term 2), last token 7, 3 held keys, members: n1=a:1(Voter)\ndamage: older than promised\n"; b.String() != want {
+		t.Fatalf("%q, want %q", b.String(), want)
+	}
 }

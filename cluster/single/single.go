@@ -45,9 +45,14 @@ type Config struct {
 	// Logger's "http".
 	HTTPServer admin.HTTPConfig
 
-	// Admin is the admin side (admin.LocalOptions): Boot, the operator's credential, whether
-	// the node has another credential, and Hosts (--http-allowed-host with --http's own
-	// names). Start sets HTTP and Insecure from the fields here.
+	// HTTPHosts (--http-allowed-host) are names, besides IP addresses, localhost and the
+	// node's own (the host of HTTP, the hostname when HTTP is 0.0.0.0), that requests to HTTP
+	// may give as Host: a proxy's or a Service's (admin.NewHosts).
+	HTTPHosts []string
+
+	// Admin is the admin side (admin.LocalOptions): Boot, the operator's credential and
+	// whether the node has another credential. Start sets HTTP, Insecure and Hosts from the
+	// fields here.
 	Admin admin.LocalConfig
 
 	// Insecure allows a non-loopback --listen that no client secret protects, and lock
@@ -82,6 +87,9 @@ func (c Config) Validate() error {
 	case c.Node.Replicated != nil:
 		return errors.New("single mode applies locally: leave Node.Replicated unset")
 	}
+	if _, err := admin.NewHosts(c.HTTP, c.HTTPHosts...); err != nil {
+		return fmt.Errorf("--http-allowed-host %w", err)
+	}
 	return server.CheckListen(c.Listen, len(c.Server.Secrets) > 0, c.Insecure)
 }
 
@@ -115,6 +123,8 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Server.Metrics == nil {
 		cfg.Server.Metrics = cfg.Node.Metrics
 	}
+	cfg.Admin.Hosts, _ = admin.NewHosts(cfg.HTTP, cfg.HTTPHosts...) // checked by Validate
+	cfg.Admin.HTTP, cfg.Admin.Insecure = cfg.HTTP, cfg.Insecure
 	n := &Node{log: log, hosts: cfg.Admin.Hosts, served: make(chan error, 2)}
 	var err error
 	if n.node, err = cluster.NewNode(cfg.Node); err != nil {
@@ -129,7 +139,6 @@ func Start(cfg Config) (*Node, error) {
 		n.node.Close()
 		return nil, err
 	}
-	cfg.Admin.HTTP, cfg.Admin.Insecure = cfg.HTTP, cfg.Insecure
 	// /v1/status names this node's run (boot): a signed admin call is good for it only. It
 	// reveals no key names and no lock contents (docs/SECURITY.md).
 	opts := admin.LocalOptions(n.node, cfg.Admin, log)
@@ -184,7 +193,7 @@ func (n *Node) Addr() net.Addr { return n.ln.Addr() }
 // HTTPAddr is the HTTP listener's address.
 func (n *Node) HTTPAddr() net.Addr { return n.hln.Addr() }
 
-// Hosts are the names HTTP answers to (Config.Admin.Hosts).
+// Hosts are the names HTTP answers to (HTTPHosts with the node's own).
 func (n *Node) Hosts() admin.Hosts { return n.hosts }
 
 // Node is the lock node.

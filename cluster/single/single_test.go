@@ -30,6 +30,7 @@ func start(t *testing.T) *single.Node {
 	cfg := single.DefaultConfig()
 	cfg.Listen, cfg.HTTP = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Server.Secrets = [][]byte{secret}
+	cfg.HTTPHosts = []string{"proxy.example"}
 	log := clustertest.Logger(t, "latch", hclog.Debug)
 	cfg.Logger, cfg.Node.Logger, cfg.Server.Logger = log, log.Named("node"), log.Named("server")
 	n, err := single.Start(cfg)
@@ -93,6 +94,9 @@ func TestStartServesAndStopCloses(t *testing.T) {
 	}
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil || st.Mode != "single" || st.Node.LastToken != tok {
 		t.Fatalf("/v1/status %d %s, want mode single and last token %d", code, body, tok)
+	}
+	if names := n.Hosts().Names(); len(names) != 1 || names[0] != "proxy.example" {
+		t.Fatalf("Hosts %v, want proxy.example", names)
 	}
 	if n.Ready() != nil || n.Node().Stats().Keys != 1 {
 		t.Fatalf("Ready %v, stats %+v: want ready with one key", n.Ready(), n.Node().Stats())
@@ -186,6 +190,14 @@ func TestValidate(t *testing.T) {
 	cfg.Insecure = true
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("--insecure: %v", err)
+	}
+	cfg.HTTPHosts = []string{"not a name!"}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--http-allowed-host") {
+		t.Fatalf("a bad --http-allowed-host: %v", err)
+	}
+	cfg.HTTPHosts = []string{"proxy.example"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("--http-allowed-host proxy.example: %v", err)
 	}
 	cfg.HTTP = ""
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--http") {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -82,13 +81,7 @@ func benchAction(c *cli.Context) error {
 		prev = pairs
 	}
 	if prof != nil {
-		cfg.Measure = func() func() {
-			if err := pprof.StartCPUProfile(prof); err != nil {
-				stderrf(c, "latch bench: --cpuprofile: %v", err)
-				return func() {}
-			}
-			return pprof.StopCPUProfile
-		}
+		cfg.Measure = bench.CPUProfile(prof, func(err error) { stderrf(c, "latch bench: --cpuprofile: %v", err) })
 	}
 	res := bench.Run(c.Context, cfg)
 	if c.Bool("json") {

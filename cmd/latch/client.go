@@ -89,16 +89,12 @@ func clientConfig(c *cli.Context) (client.Config, error) {
 	if err != nil {
 		return client.Config{}, usageErr(c.Command.Name, "%v", err)
 	}
-	secret, err := clientSecret(c)
+	secret, err := firstSecret(c, "secret-file") // a file others may write is refused
 	if err != nil {
 		return client.Config{}, usageErr(c.Command.Name, "%v", err)
 	}
 	return client.Config{Servers: c.StringSlice("servers"), Secret: secret, TLS: tc}, nil
 }
-
-// clientSecret is the first secret of --secret-file (nil without it): a file others may
-// write is refused.
-func clientSecret(c *cli.Context) ([]byte, error) { return firstSecret(c, "secret-file") }
 
 // exitFor maps a client error to the documented exit code, with the error's message.
 func exitFor(verb string, err error) error {

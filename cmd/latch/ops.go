@@ -136,16 +136,7 @@ func runRecover(c *cli.Context) error {
 			fmt.Fprintln(c.App.Writer, string(out))
 			return
 		}
-		fmt.Fprintf(c.App.Writer, "%s: last index %d (term %d), last token %d, %d held keys, members:",
-			what, ds.LastIndex, ds.LastTerm, uint64(ds.State.LastToken), ds.State.Keys)
-		for _, s := range ds.Servers {
-			fmt.Fprintf(c.App.Writer, " %s=%s(%s)", s.ID, s.Addr, s.Suffrage)
-		}
-		fmt.Fprintln(c.App.Writer)
-		// Why latch server refuses this directory; recover keeps what it holds.
-		for _, d := range ds.Damage {
-			fmt.Fprintf(c.App.Writer, "damage: %s\n", d)
-		}
+		admin.WriteDiskState(c.App.Writer, what, ds)
 	}
 	if c.Bool("dry-run") {
 		ds, err := raftnode.Inspect(dir, nil)

@@ -91,10 +91,6 @@ func runServer(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	hosts, err := admin.NewHosts(c.String("http"), c.StringSlice("http-allowed-host")...)
-	if err != nil {
-		return fmt.Errorf("--http-allowed-host %w", err)
-	}
 	if err := server.CheckListen(c.String("listen"), len(secrets) > 0, c.Bool("insecure")); err != nil {
 		return err
 	}
@@ -152,13 +148,13 @@ func runServer(c *cli.Context) error {
 	} else {
 		cfg := single.Config{
 			Node: nodeCfg, Server: scfg, Listen: c.String("listen"), TLS: tlsCfg.Client,
-			HTTP: c.String("http"), HTTPTLS: tlsCfg.HTTP, HTTPServer: httpCfg, Insecure: c.Bool("insecure"), Pprof: c.Bool("pprof"), Logger: log,
+			HTTP: c.String("http"), HTTPTLS: tlsCfg.HTTP, HTTPServer: httpCfg, HTTPHosts: c.StringSlice("http-allowed-host"),
+			Insecure: c.Bool("insecure"), Pprof: c.Bool("pprof"), Logger: log,
 			Admin: admin.LocalConfig{
 				Boot:  boot,
 				Admin: admin.Credentials{AdminSecrets: cred.Admin, AdminCAs: tlsCfg.AdminCAs},
 				// The rule of cluster mode's checkPrincipals: a client or peer credential.
 				Credentialed: len(secrets) > 0 || len(cred.Peer) > 0 || tlsCfg.Peer != nil,
-				Hosts:        hosts,
 			},
 		}
 		if run, err = single.Start(cfg); err != nil {
