@@ -206,8 +206,8 @@ func (cl *Client) acquired(c *call, r request) (*Ticket, error) {
 //
 // A token of 0 or above 2^63-1 is never granted: ErrNotHeld without sending.
 func (cl *Client) Release(ctx context.Context, key string, token uint64) error {
-	if err := wire.CheckClientKey(key); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadKey, err)
+	if err := CheckKey(key); err != nil {
+		return err
 	}
 	if token == 0 || token > wire.MaxToken {
 		return fmt.Errorf("%w: token %d is never granted (nothing sent)", ErrNotHeld, token)

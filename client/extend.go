@@ -185,8 +185,8 @@ func (lostError) Unwrap() []error { return []error{ErrTicketLost, ErrNotHeld} }
 // included: ErrTicketEnded, and the token is released in the background. ErrBadKey and, for a
 // token that is never granted, ErrNotHeld come without sending anything.
 func (cl *Client) Extend(ctx context.Context, key string, token uint64, lease time.Duration) (time.Time, error) {
-	if err := wire.CheckClientKey(key); err != nil {
-		return time.Time{}, fmt.Errorf("%w: %w", ErrBadKey, err)
+	if err := CheckKey(key); err != nil {
+		return time.Time{}, err
 	}
 	if token == 0 || token > wire.MaxToken {
 		return time.Time{}, fmt.Errorf("%w: token %d is never granted (nothing sent)", ErrNotHeld, token)

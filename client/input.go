@@ -76,11 +76,21 @@ func CheckAcquire(budget time.Duration, o AcquireOptions) (Durations, error) {
 	return Durations{Wait: time.Duration(w) * time.Second, Lease: time.Duration(l) * time.Second, Budget: time.Duration(b) * time.Second}, nil
 }
 
-// normalize checks an acquire before anything is sent: the key with the official client's
-// rules (section 4 plus no CR), and the durations by CheckAcquire.
-func normalize(key string, budget time.Duration, o AcquireOptions) (request, error) {
+// CheckKey checks a key with the official client's rules (wire.CheckClientKey: section 4
+// plus no CR), as Acquire, Release and Extend do before anything is sent. Its error wraps
+// ErrBadKey and the wire's key error.
+func CheckKey(key string) error {
 	if err := wire.CheckClientKey(key); err != nil {
-		return request{}, fmt.Errorf("%w: %w", ErrBadKey, err)
+		return fmt.Errorf("%w: %w", ErrBadKey, err)
+	}
+	return nil
+}
+
+// normalize checks an acquire before anything is sent: the key by CheckKey, and the
+// durations by CheckAcquire.
+func normalize(key string, budget time.Duration, o AcquireOptions) (request, error) {
+	if err := CheckKey(key); err != nil {
+		return request{}, err
 	}
 	d, err := CheckAcquire(budget, o)
 	if err != nil {

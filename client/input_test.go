@@ -78,6 +78,9 @@ func TestNormalizeKeys(t *testing.T) {
 		{"\xc3", wire.ErrKeyNotUTF8},
 	} {
 		_, err := normalize(tc.key, 0, AcquireOptions{})
+		if cerr := CheckKey(tc.key); (cerr == nil) != (err == nil) || err != nil && cerr.Error() != err.Error() {
+			t.Errorf("key %q: CheckKey %v, normalize %v: want the same rule", tc.key, cerr, err)
+		}
 		if tc.want == nil {
 			if err != nil {
 				t.Errorf("key %q: %v", tc.key, err)

@@ -58,22 +58,30 @@ func WriteMembers(out io.Writer, ms []Member) error {
 	return w.Flush()
 }
 
-// LockTable writes locks as a table (KEY, TOKEN, LEASE LEFT, WAITERS) as they come: it
-// flushes every DefaultLocksPage rows, so a million keys are never held in it at once.
+// LockTable writes locks as they come, as a table (KEY, TOKEN, LEASE LEFT, WAITERS) that it
+// flushes every DefaultLocksPage rows, so a million keys are never held in it at once; or,
+// asJSON, as one JSON object per lock and line.
 type LockTable struct {
-	w *tabwriter.Writer
-	n int
+	w   *tabwriter.Writer
+	enc *json.Encoder // asJSON
+	n   int
 }
 
-// NewLockTable writes the table's header to out.
-func NewLockTable(out io.Writer) *LockTable {
+// NewLockTable writes the table's header to out (none asJSON).
+func NewLockTable(out io.Writer, asJSON bool) *LockTable {
+	if asJSON {
+		return &LockTable{enc: json.NewEncoder(out)}
+	}
 	t := &LockTable{w: tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)}
 	fmt.Fprintln(t.w, "KEY\tTOKEN\tLEASE LEFT\tWAITERS")
 	return t
 }
 
-// Add writes one lock's row.
+// Add writes one lock's row (or object).
 func (t *LockTable) Add(lk Lock) error {
+	if t.enc != nil {
+		return t.enc.Encode(lk)
+	}
 	fmt.Fprintf(t.w, "%s\t%d\t%s%s\t%d\n", lk.Key, lk.Token, leaseLeft(lk.LeaseLeft), releasing(lk), lk.Waiters)
 	if t.n++; t.n%DefaultLocksPage == 0 {
 		return t.w.Flush()
@@ -82,7 +90,12 @@ func (t *LockTable) Add(lk Lock) error {
 }
 
 // Flush writes the rows not written yet.
-func (t *LockTable) Flush() error { return t.w.Flush() }
+func (t *LockTable) Flush() error {
+	if t.w == nil {
+		return nil
+	}
+	return t.w.Flush()
+}
 
 // String is the lock on one line: free with its waiters, or held with its token, lease left
 // (to the millisecond) and waiters, and whether it is being released.

@@ -40,11 +40,18 @@ func TestText(t *testing.T) {
 	}
 
 	b.Reset()
-	table := NewLockTable(&b)
+	table := NewLockTable(&b, false)
 	table.Add(Lock{Key: "k", Held: true, Token: 5, LeaseLeft: 1.23456, Releasing: true, Waiters: 2})
 	table.Flush()
 	if want := "KEY TOKEN LEASE LEFT WAITERS\nk 5 1.234s (releasing) 2\n"; squeeze(b.String()) != want {
 		t.Errorf("locks:\n%q, want\n%q", b.String(), want)
+	}
+	b.Reset()
+	table = NewLockTable(&b, true)
+	table.Add(Lock{Key: "k", Waiters: 1})
+	table.Flush()
+	if b.String() != `{"key":"k","held":false,"waiters":1}`+"\n" {
+		t.Errorf("locks as JSON: %q", b.String())
 	}
 	if got := (Lock{Key: "k", Waiters: 3}).String(); got != "k free (waiters 3)" {
 		t.Errorf("a free lock: %q", got)

@@ -57,6 +57,16 @@ func ReadSecrets(flag, file string, log hclog.Logger) ([][]byte, error) {
 	return s, nil
 }
 
+// ReadSecret is the first secret of the file that flag names (the one a client proves), or
+// nil when it names none; log nil: no warning about a file others may read.
+func ReadSecret(flag, file string, log hclog.Logger) ([]byte, error) {
+	s, err := ReadSecrets(flag, file, log)
+	if len(s) == 0 {
+		return nil, err
+	}
+	return s[0], nil
+}
+
 // warnShared logs, once per pair, a secret that two principals share: then one of them can
 // pass for the other. That is a step of the upgrade from one secret to three (the peer and
 // admin files start with the old shared secret), never a place to stay.

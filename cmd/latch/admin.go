@@ -44,7 +44,7 @@ func adminCall(c *cli.Context, verb string, signed bool, timeout time.Duration, 
 	var secret []byte
 	var err error
 	if signed {
-		if secret, err = firstSecret(c, "admin-secret-file"); err != nil {
+		if secret, err = creds.ReadSecret("admin-secret-file", c.String("admin-secret-file"), nil); err != nil {
 			return usageErr(verb, "%v", err)
 		}
 	}
@@ -135,7 +135,9 @@ func peersCommand() *cli.Command {
 					if err := requireFlags(c, "peers add", "id", "raft-addr"); err != nil {
 						return err
 					}
-					return peersChange(c, "peers add", http.MethodPost, "/v1/peers", admin.AddRequest{ID: c.String("id"), Addr: c.String("raft-addr"), Nonvoter: c.Bool("nonvoter")})
+					return peersChange(c, "peers add", func(ctx context.Context, a admin.Remote, secret []byte) (map[string]string, error) {
+						return a.AddPeer(ctx, admin.AddRequest{ID: c.String("id"), Addr: c.String("raft-addr"), Nonvoter: c.Bool("nonvoter")}, secret)
+					})
 				},
 			},
 			{
@@ -146,24 +148,22 @@ func peersCommand() *cli.Command {
 					if err := requireFlags(c, "peers remove", "id"); err != nil {
 						return err
 					}
-					return peersChange(c, "peers remove", http.MethodDelete, "/v1/peers/"+c.String("id"), nil)
+					return peersChange(c, "peers remove", func(ctx context.Context, a admin.Remote, secret []byte) (map[string]string, error) {
+						return a.RemovePeer(ctx, c.String("id"), secret)
+					})
 				},
 			},
 		},
 	}
 }
 
-func peersChange(c *cli.Context, verb, method, path string, req any) error {
+// peersChange makes a membership change and prints what the cluster did.
+func peersChange(c *cli.Context, verb string, change func(ctx context.Context, a admin.Remote, secret []byte) (map[string]string, error)) error {
 	return adminCall(c, verb, true, adminTimeout, func(ctx context.Context, a admin.Remote, secret []byte) error {
-		var body []byte
-		if req != nil {
-			body, _ = json.Marshal(req)
-		}
-		var out map[string]string
-		if err := a.Call(ctx, method, path, body, secret, &out); err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
-				return cli.Exit("latch "+verb+": no answer within "+adminTimeout.String()+"; check latch peers list before retrying", exitIndeterminate)
-			}
+		out, err := change(ctx, a, secret)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return cli.Exit("latch "+verb+": no answer within "+adminTimeout.String()+"; check latch peers list before retrying", exitIndeterminate)
+		} else if err != nil {
 			return adminExit(verb, err)
 		}
 		for k, v := range out {

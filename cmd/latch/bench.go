@@ -68,20 +68,18 @@ func benchAction(c *cli.Context) error {
 	}
 	defer closeClients()
 
-	var prof *os.File // --cpuprofile: created now, so a bad path fails before the run
-	if path := c.String("cpuprofile"); path != "" {
-		if prof, err = os.Create(path); err != nil {
+	if path := c.String("cpuprofile"); path != "" { // created now, so a bad path fails before the run
+		prof, err := os.Create(path)
+		if err != nil {
 			return cli.Exit(fmt.Sprintf("latch bench: --cpuprofile: %v", err), exitUsage)
 		}
 		defer prof.Close()
+		cfg.Measure = bench.CPUProfile(prof, func(err error) { stderrf(c, "latch bench: --cpuprofile: %v", err) })
 	}
 	var prev int64
 	cfg.Progress = func(elapsed time.Duration, pairs int64) {
 		stderrf(c, "bench: %5.1fs  %9d pairs  %9.0f pairs/s", elapsed.Seconds(), pairs, float64(pairs-prev))
 		prev = pairs
-	}
-	if prof != nil {
-		cfg.Measure = bench.CPUProfile(prof, func(err error) { stderrf(c, "latch bench: --cpuprofile: %v", err) })
 	}
 	res := bench.Run(c.Context, cfg)
 	if c.Bool("json") {

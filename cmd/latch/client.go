@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -89,7 +88,7 @@ func clientConfig(c *cli.Context) (client.Config, error) {
 	if err != nil {
 		return client.Config{}, usageErr(c.Command.Name, "%v", err)
 	}
-	secret, err := firstSecret(c, "secret-file") // a file others may write is refused
+	secret, err := creds.ReadSecret("secret-file", c.String("secret-file"), nil) // a file others may write is refused
 	if err != nil {
 		return client.Config{}, usageErr(c.Command.Name, "%v", err)
 	}
@@ -247,11 +246,7 @@ func pingCommand() *cli.Command {
 	}
 }
 
-// stderrf prints a line for the user on standard error.
+// stderrf prints a line for the user on standard error (App.ErrWriter, which Setup sets).
 func stderrf(c *cli.Context, format string, args ...any) {
-	w := c.App.ErrWriter
-	if w == nil {
-		w = os.Stderr
-	}
-	fmt.Fprintf(w, format+"\n", args...)
+	fmt.Fprintf(c.App.ErrWriter, format+"\n", args...)
 }

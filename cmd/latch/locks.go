@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/latchd/latch/client"
 	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/wire"
 )
@@ -89,32 +91,22 @@ func locksCommand() *cli.Command {
 	}
 }
 
-// oneKey is the verb's one KEY argument, checked by the client's key rules.
+// oneKey is the verb's one KEY argument, checked by the client's key rules (client.CheckKey).
 func oneKey(c *cli.Context) (string, error) {
 	if c.NArg() != 1 {
 		return "", fmt.Errorf("want exactly one KEY, got %d arguments (flags go before the key)", c.NArg())
 	}
 	key := c.Args().First()
-	if err := wire.CheckClientKey(key); err != nil {
-		return "", fmt.Errorf("key %q: %w", key, err)
+	if err := client.CheckKey(key); err != nil {
+		return "", fmt.Errorf("key %q: %s", key, strings.TrimPrefix(err.Error(), "latch: "))
 	}
 	return key, nil
 }
 
 func listLocks(ctx context.Context, c *cli.Context, a admin.Remote, secret []byte) error {
-	enc, table := json.NewEncoder(c.App.Writer), (*admin.LockTable)(nil)
-	if !c.Bool("json") {
-		table = admin.NewLockTable(c.App.Writer)
-	}
-	err := a.EachLock(ctx, c.String("prefix"), c.Int("limit"), secret, func(lk admin.Lock) error {
-		if table == nil {
-			return enc.Encode(lk)
-		}
-		return table.Add(lk)
-	})
-	if table != nil {
-		table.Flush()
-	}
+	table := admin.NewLockTable(c.App.Writer, c.Bool("json"))
+	err := a.EachLock(ctx, c.String("prefix"), c.Int("limit"), secret, table.Add)
+	table.Flush()
 	if err != nil {
 		return adminExit("locks", err)
 	}

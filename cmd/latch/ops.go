@@ -151,7 +151,6 @@ func runRecover(c *cli.Context) error {
 	}
 	before, after, err := raftnode.Recover(raftnode.RecoverOptions{
 		DataDir: dir, ID: c.String("id"), Addr: c.String("advertise"), TokenFloor: c.Uint64("token-floor"),
-		Logger: nil,
 	})
 	if errors.Is(err, fsm.ErrFloorRange) {
 		return usageErr(verb, "%v", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/creds"
 	"github.com/latchd/latch/cluster/logs"
 	"github.com/latchd/latch/cluster/member"
 	"github.com/latchd/latch/cluster/raftnode"
@@ -82,12 +83,13 @@ func runServer(c *cli.Context) error {
 	if n := c.Int("max-conns"); n < 1 {
 		return fmt.Errorf("--max-conns %d: set it to at least 1", n)
 	}
-	cred, err := serverSecrets(c, log)
+	cred, err := creds.LoadSecrets(creds.SecretFiles{Client: c.String("secret-file"), Peer: c.String("peer-secret-file"), Admin: c.String("admin-secret-file")}, log)
 	if err != nil {
 		return err
 	}
 	secrets := cred.Client
-	tlsCfg, err := serverTLS(c, log)
+	tlsCfg, err := creds.LoadTLS(creds.TLSFiles{Cert: c.String("tls-cert"), Key: c.String("tls-key"), CA: c.String("tls-ca"),
+		HTTPTLS: c.Bool("http-tls"), AdminCA: c.String("admin-tls-ca")}, log)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/cluster/creds"
@@ -23,25 +22,4 @@ func tlsFlags() []cli.Flag {
 // dialFiles are the TLS flags of the client and admin verbs (creds.ClientTLS, creds.AdminTLS).
 func dialFiles(c *cli.Context) creds.DialFiles {
 	return creds.DialFiles{CA: c.String("tls-ca"), ServerName: c.String("tls-server-name"), Cert: c.String("tls-cert"), Key: c.String("tls-key")}
-}
-
-// serverTLS reads the server's TLS flags (creds.LoadTLS).
-func serverTLS(c *cli.Context, log hclog.Logger) (creds.TLS, error) {
-	return creds.LoadTLS(creds.TLSFiles{Cert: c.String("tls-cert"), Key: c.String("tls-key"), CA: c.String("tls-ca"),
-		HTTPTLS: c.Bool("http-tls"), AdminCA: c.String("admin-tls-ca")}, log)
-}
-
-// serverSecrets reads the server's secret files (creds.LoadSecrets).
-func serverSecrets(c *cli.Context, log hclog.Logger) (creds.Secrets, error) {
-	return creds.LoadSecrets(creds.SecretFiles{Client: c.String("secret-file"), Peer: c.String("peer-secret-file"),
-		Admin: c.String("admin-secret-file")}, log)
-}
-
-// firstSecret is the first secret of the file that flag names, or nil when it names none.
-func firstSecret(c *cli.Context, flag string) ([]byte, error) {
-	s, err := creds.ReadSecrets(flag, c.String(flag), nil)
-	if len(s) == 0 {
-		return nil, err
-	}
-	return s[0], nil
 }
