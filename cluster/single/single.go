@@ -184,7 +184,8 @@ func (n *Node) Ready() error {
 }
 
 // Failed receives the error of a listener whose serving ended before Stop: the caller then
-// stops the node. After Stop it receives those serving loops' ErrServerClosed-like returns.
+// stops the node. After Stop it holds the two loops' returns (server.ErrServerClosed,
+// http.ErrServerClosed) that the caller did not take.
 func (n *Node) Failed() <-chan error { return n.served }
 
 // Addr is the client listener's address.
