@@ -181,8 +181,8 @@ func (cl *Client) acquired(c *call, r request) (*Ticket, error) {
 			why = fmt.Sprintf("granted token %d has %v of lease left, less than the min work budget %v", res.Token, left, r.budget)
 		}
 		if why != "" {
-			cl.compensate(r.key, res.Token)
-			return nil, fmt.Errorf("%w: %s; it is being released in the background", ErrIndeterminate, why)
+			comp := cl.compensate(r.key, res.Token)
+			return nil, withCompensation(comp, "%w: %s; it is being released in the background", ErrIndeterminate, why)
 		}
 		return cl.newTicket(r.key, res.Token, end, r.lease), nil
 	case wire.OpTimeout:
@@ -206,8 +206,8 @@ func (cl *Client) acquired(c *call, r request) (*Ticket, error) {
 //
 // A token of 0 or above 2^63-1 is never granted: ErrNotHeld without sending.
 func (cl *Client) Release(ctx context.Context, key string, token uint64) error {
-	if err := wire.CheckClientKey(key); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadKey, err)
+	if err := CheckKey(key); err != nil {
+		return err
 	}
 	if token == 0 || token > wire.MaxToken {
 		return fmt.Errorf("%w: token %d is never granted (nothing sent)", ErrNotHeld, token)
@@ -274,8 +274,10 @@ func (cl *Client) exchange(ctx context.Context, c *call, internal bool) (wire.Re
 
 // compensate releases a granted token the caller will never see, in the background, with
 // IOTimeout from now. When CompensationQueue releases are in progress already, or the client
-// is closing, the token is left to end with its lease (counted as dropped).
-func (cl *Client) compensate(key string, token uint64) {
+// is closing, the token is left to end with its lease (counted as dropped). The Compensation
+// it returns reports the outcome.
+func (cl *Client) compensate(key string, token uint64) *Compensation {
+	comp := &Compensation{Key: key, Token: token, done: make(chan struct{})}
 	q := cl.q
 	q.mu.Lock()
 	admit := !q.hardClosed && q.comps < cl.cfg.CompensationQueue
@@ -287,7 +289,8 @@ func (cl *Client) compensate(key string, token uint64) {
 	if !admit {
 		cl.st.compDropped.Add(1)
 		cl.log.Warn("latch client: compensation queue full; token left to its lease", "key", key, "token", token)
-		return
+		comp.settle(ErrCompensationDropped)
+		return comp
 	}
 	cl.st.compSent.Add(1)
 	start := cl.clock.Now()
@@ -295,6 +298,7 @@ func (cl *Client) compensate(key string, token uint64) {
 		defer cl.compWG.Done()
 		err := cl.release(context.Background(), key, token, start, true)
 		if err == nil || errors.Is(err, ErrNotHeld) {
+			err = nil
 			cl.st.compSucceeded.Add(1)
 		} else {
 			cl.st.compFailed.Add(1)
@@ -304,7 +308,9 @@ func (cl *Client) compensate(key string, token uint64) {
 		q.comps--
 		q.compsDone.Broadcast()
 		q.mu.Unlock()
+		comp.settle(err)
 	}()
+	return comp
 }
 
 // Close fails every queued acquire and ping (never sent: ErrClosed), waits for compensating

@@ -85,7 +85,9 @@
 // E unavailable is retried with the backoff above. R is success, N
 // is ErrNotHeld; no answer is never success (ErrIndeterminate). At most
 // Config.CompensationQueue compensating releases run at once; beyond that the token is left
-// to end with its lease, and Stats.CompensationsDropped counts it.
+// to end with its lease, and Stats.CompensationsDropped counts it. The call whose error
+// started a compensating release carries it: CompensationOf(err).Wait(ctx) returns when that
+// release has ended, nil once it was confirmed (R or N), without polling Stats.
 //
 // Owners. Every request carries an owner from one counter per Client: distinct and never 0.
 // If the counter would wrap to 0, the client fails closed for good: every later call returns

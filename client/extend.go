@@ -144,8 +144,8 @@ func (t *Ticket) extended(c *call, res wire.Response, err error) error {
 		t.endLocked(errDeadlineCause)
 		why := t.ended
 		t.mu.Unlock()
-		cl.compensate(t.Key, t.Token)
-		return fmt.Errorf("%w; the extension was confirmed only after that and does not revive the ticket: its token is being released in the background", why)
+		comp := cl.compensate(t.Key, t.Token)
+		return withCompensation(comp, "%w; the extension was confirmed only after that and does not revive the ticket: its token is being released in the background", why)
 	case err == nil && res.Op == wire.OpNotHeld:
 		t.endLocked(errLostCause)
 		t.mu.Unlock()
@@ -185,8 +185,8 @@ func (lostError) Unwrap() []error { return []error{ErrTicketLost, ErrNotHeld} }
 // included: ErrTicketEnded, and the token is released in the background. ErrBadKey and, for a
 // token that is never granted, ErrNotHeld come without sending anything.
 func (cl *Client) Extend(ctx context.Context, key string, token uint64, lease time.Duration) (time.Time, error) {
-	if err := wire.CheckClientKey(key); err != nil {
-		return time.Time{}, fmt.Errorf("%w: %w", ErrBadKey, err)
+	if err := CheckKey(key); err != nil {
+		return time.Time{}, err
 	}
 	if token == 0 || token > wire.MaxToken {
 		return time.Time{}, fmt.Errorf("%w: token %d is never granted (nothing sent)", ErrNotHeld, token)

@@ -45,31 +45,58 @@ func ceilSeconds(d time.Duration) (int64, bool) {
 	return s, true
 }
 
-// normalize checks an acquire before anything is sent: the key with the official client's
-// rules (section 4 plus no CR), each duration rounded up to whole seconds and then
-// range-checked, the budget against the lease. Nothing is clamped.
-func normalize(key string, budget time.Duration, o AcquireOptions) (request, error) {
-	if err := wire.CheckClientKey(key); err != nil {
-		return request{}, fmt.Errorf("%w: %w", ErrBadKey, err)
-	}
+// Durations are an acquire's wait, lease and min work budget as the client sends them:
+// whole seconds, the lease 0 made DefaultLease.
+type Durations struct {
+	Wait, Lease, Budget time.Duration
+}
+
+// CheckAcquire checks an acquire's durations as Acquire does, before anything is sent: each
+// rounded up to whole seconds and then range-checked (wait 0..wire.MaxWait s, lease
+// wire.MinLease..wire.MaxLease s, budget 0..MaxWorkBudget), and the budget at most the lease.
+// Nothing is clamped. Its errors wrap ErrUnsupportedDuration or ErrInsufficientLease.
+func CheckAcquire(budget time.Duration, o AcquireOptions) (Durations, error) {
 	w, ok := ceilSeconds(o.Wait)
 	if !ok || w > wire.MaxWait {
-		return request{}, fmt.Errorf("%w: wait %v (%d s after rounding up) is outside 0..%d s", ErrUnsupportedDuration, o.Wait, w, wire.MaxWait)
+		return Durations{}, fmt.Errorf("%w: wait %v (%d s after rounding up) is outside 0..%d s", ErrUnsupportedDuration, o.Wait, w, wire.MaxWait)
 	}
 	lease, err := leaseSeconds(o.Lease)
 	if err != nil {
-		return request{}, err
+		return Durations{}, err
 	}
 	l := int64(lease)
 	b, ok := ceilSeconds(budget)
 	maxB := int64(MaxWorkBudget / time.Second)
 	if !ok || b > maxB {
-		return request{}, fmt.Errorf("%w: min work budget %v (%d s after rounding up) is outside 0..%d s", ErrUnsupportedDuration, budget, b, maxB)
+		return Durations{}, fmt.Errorf("%w: min work budget %v (%d s after rounding up) is outside 0..%d s", ErrUnsupportedDuration, budget, b, maxB)
 	}
 	if b > l {
-		return request{}, fmt.Errorf("%w: min work budget %d s > lease %d s", ErrInsufficientLease, b, l)
+		return Durations{}, fmt.Errorf("%w: min work budget %d s > lease %d s", ErrInsufficientLease, b, l)
 	}
-	return request{key: key, wait: uint8(w), lease: uint16(l), budget: time.Duration(b) * time.Second}, nil
+	return Durations{Wait: time.Duration(w) * time.Second, Lease: time.Duration(l) * time.Second, Budget: time.Duration(b) * time.Second}, nil
+}
+
+// CheckKey checks a key with the official client's rules (wire.CheckClientKey: section 4
+// plus no CR), as Acquire, Release and Extend do before anything is sent. Its error wraps
+// ErrBadKey and the wire's key error.
+func CheckKey(key string) error {
+	if err := wire.CheckClientKey(key); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadKey, err)
+	}
+	return nil
+}
+
+// normalize checks an acquire before anything is sent: the key by CheckKey, and the
+// durations by CheckAcquire.
+func normalize(key string, budget time.Duration, o AcquireOptions) (request, error) {
+	if err := CheckKey(key); err != nil {
+		return request{}, err
+	}
+	d, err := CheckAcquire(budget, o)
+	if err != nil {
+		return request{}, err
+	}
+	return request{key: key, wait: uint8(d.Wait / time.Second), lease: uint16(d.Lease / time.Second), budget: d.Budget}, nil
 }
 
 // leaseSeconds checks a lease as an acquire's or an extend's: 0 means DefaultLease, and the

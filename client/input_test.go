@@ -51,6 +51,13 @@ func TestNormalize(t *testing.T) {
 			if err == nil && (r.wait != tc.w || r.lease != tc.l || r.budget != tc.budgetOut) {
 				t.Fatalf("got wait %d lease %d budget %v, want %d %d %v", r.wait, r.lease, r.budget, tc.w, tc.l, tc.budgetOut)
 			}
+			// CheckAcquire, the rule exported for callers that check inputs first (cmd/latch),
+			// is the same rule.
+			d, derr := CheckAcquire(tc.budget, AcquireOptions{Wait: tc.wait, Lease: tc.lease})
+			if !errors.Is(derr, tc.want) || (derr == nil) != (err == nil) ||
+				err == nil && d != (Durations{Wait: time.Duration(tc.w) * s, Lease: time.Duration(tc.l) * s, Budget: tc.budgetOut}) {
+				t.Fatalf("CheckAcquire: %+v, %v; want the durations normalize sends and its error %v", d, derr, err)
+			}
 		})
 	}
 }
@@ -71,6 +78,9 @@ func TestNormalizeKeys(t *testing.T) {
 		{"\xc3", wire.ErrKeyNotUTF8},
 	} {
 		_, err := normalize(tc.key, 0, AcquireOptions{})
+		if cerr := CheckKey(tc.key); (cerr == nil) != (err == nil) || err != nil && cerr.Error() != err.Error() {
+			t.Errorf("key %q: CheckKey %v, normalize %v: want the same rule", tc.key, cerr, err)
+		}
 		if tc.want == nil {
 			if err != nil {
 				t.Errorf("key %q: %v", tc.key, err)

@@ -4,7 +4,8 @@
 // previous holder's of the same key). Holders (extenders), if asked for, keep one lock each
 // alive by extending it at a steady rate alongside the pairs, and the run reports their
 // extends per second, extend latency and every extend that failed. The CLI turns flags into
-// a Config and prints a Result (WriteText).
+// a Setup, whose Open checks it and makes the clients of a Config, and prints a Result
+// (WriteText).
 package bench
 
 import (

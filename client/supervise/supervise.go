@@ -70,6 +70,8 @@ type Outcome struct {
 	Lost       bool // the server said the token no longer holds the lock
 	HoldEnded  bool // it was signalled because the hold cap (Schedule.HoldEnd) was reached
 	Escalated  bool // a second signal killed its group
+	// Release is, for a Job, the release of its lock after the command: nil when confirmed.
+	Release error
 }
 
 // Supervise waits for the command to exit, passing on latch's signals, extending its lease,

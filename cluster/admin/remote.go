@@ -128,3 +128,18 @@ type StatusError struct {
 }
 
 func (e *StatusError) Error() string { return e.Status + ": " + e.Msg }
+
+// AddPeer asks the cluster, through this node (done on the leader), to add a member, signed
+// with secret; RemovePeer to remove the member id. Both return the answer's fields (what was
+// done, e.g. "added": id). Errors are Call's.
+func (a Remote) AddPeer(ctx context.Context, req AddRequest, secret []byte) (map[string]string, error) {
+	body, _ := json.Marshal(req)
+	var out map[string]string
+	return out, a.Call(ctx, http.MethodPost, "/v1/peers", body, secret, &out)
+}
+
+// RemovePeer: see AddPeer.
+func (a Remote) RemovePeer(ctx context.Context, id string, secret []byte) (map[string]string, error) {
+	var out map[string]string
+	return out, a.Call(ctx, http.MethodDelete, "/v1/peers/"+id, nil, secret, &out)
+}

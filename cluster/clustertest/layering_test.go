@@ -42,6 +42,10 @@ var layers = []layer{
 	// The process logger: hclog and the standard library only.
 	{pkg: "cluster/logs", only: []string{}},
 	{pkg: "cluster", never: []string{"cluster/raftnode"}},
+	// Single mode has no peers: no member, no peer port, no forwarding.
+	{pkg: "cluster/single", never: []string{"cluster/member", "cluster/peer", "cluster/forward"}},
+	// Credential files: the wire's key-file rule and the peer port's mutual TLS, no node.
+	{pkg: "cluster/creds", only: []string{"wire", "cluster/peer", "cluster/netpeek", "cluster/ratelog"}},
 }
 
 // testOnly are imported by _test.go files (and by one another) only.

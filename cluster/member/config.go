@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 
@@ -188,4 +189,29 @@ func (c Config) logger() hclog.Logger {
 		return hclog.NewNullLogger()
 	}
 	return c.Logger
+}
+
+// ParseInitialCluster reads --initial-cluster, "id=addr,id=addr": every id once, every addr
+// a host:port. Empty is none.
+func ParseInitialCluster(s string) ([]raftnode.Peer, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var peers []raftnode.Peer
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("--initial-cluster: %q is not ID=ADDR", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("--initial-cluster: %s: %w", part, err)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("--initial-cluster: id %q appears twice", id)
+		}
+		seen[id] = true
+		peers = append(peers, raftnode.Peer{ID: id, Addr: addr})
+	}
+	return peers, nil
 }

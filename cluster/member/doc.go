@@ -18,8 +18,10 @@
 //     served (member.go), and the cluster's one-way feature switch is committed by the
 //     leader once every server serves the revised channel, after which a server that does
 //     not cannot be added (features.go);
-//   - the order of start and stop: the client sessions drain before raft shuts down, and
-//     raft before the peer port closes.
+//   - serving (serve.go): Serve opens the client listener and the admin HTTP, whose
+//     readiness is Ready while the node is not draining;
+//   - the order of start and stop: the client sessions drain before raft shuts down, raft
+//     before the peer port closes, and HTTP shuts down last.
 //
 // What it must never do: parse flags or read files (cmd/latch turns flags, environment,
 // secret and TLS files into a Config), handle signals or choose exit codes, decide a lock

@@ -41,6 +41,7 @@ type Member struct {
 	raft         *raftnode.Node
 	id, adv      string
 	stopJoin     context.CancelFunc
+	serving      *serving // the listeners of Serve (serve.go); nil before
 }
 
 // Start starts a member: it opens the peer port, decides whether to bootstrap (asking the
@@ -293,8 +294,9 @@ func (m *Member) AdminOptions(boot string) admin.Options {
 // Stop ends the member in order: the server drains (no new clients; waiters and new
 // acquires are answered E unavailable; every connection is still read), leadership passes to
 // another voter if this member leads, the sessions close (bounded by ctx), the node closes,
-// the join loop and forwarding stop, raft shuts down and the peer port closes. It returns the sessions' shutdown error;
-// a raft shutdown error is logged.
+// the join loop and forwarding stop, raft shuts down, the peer port closes, and HTTP (if
+// Serve opened it) shuts down. It returns the sessions' shutdown error; a raft shutdown error
+// is logged.
 func (m *Member) Stop(ctx context.Context) error {
 	// Drain first and hand leadership on while every connection is still read: waiters
 	// and new acquires are answered E unavailable, and followers' links move to the next
@@ -315,5 +317,9 @@ func (m *Member) Stop(ctx context.Context) error {
 		m.log.Warn("raft shutdown", "error", err)
 	}
 	m.mux.Close()
+	if m.serving != nil {
+		m.serving.hs.Shutdown(ctx)
+		m.serving.wg.Wait() // both listeners are closed: their Serve loops have returned
+	}
 	return serr
 }

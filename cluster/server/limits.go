@@ -3,6 +3,8 @@ package server
 import (
 	"fmt"
 	"syscall"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // Descriptors is how a server process shares its open-files limit (RLIMIT_NOFILE): what
@@ -68,4 +70,31 @@ func PlanDescriptors(limit uint64, want int, cluster bool) (Descriptors, error) 
 // Needed is the open-files limit that serving n client connections takes.
 func (d Descriptors) Needed(n int) uint64 {
 	return uint64(n + d.Base + maxHTTPCap + maxRefusing)
+}
+
+// FitDescriptors raises the open-files soft limit to the hard one (RaiseOpenFiles) and shares
+// it out (PlanDescriptors) for want client connections (--max-conns; explicit: the user set
+// it): an explicit want that does not fit is refused, naming the fixes; the default is
+// lowered to fit, with a warning. log receives that warning and the plan (at debug).
+func FitDescriptors(want int, explicit, cluster bool, log hclog.Logger) (Descriptors, error) {
+	before, limit, err := RaiseOpenFiles()
+	if err != nil {
+		log.Warn("cannot raise the open-files limit; sharing out the current one", "error", err)
+	}
+	d, err := PlanDescriptors(limit, want, cluster)
+	if err != nil {
+		return d, fmt.Errorf("--max-conns %d: %w", want, err)
+	}
+	if d.MaxConns < want {
+		if explicit {
+			return d, fmt.Errorf("--max-conns %d does not fit the open-files limit %d: serving it takes about %d descriptors "+
+				"(connections, HTTP, peers, data dir); raise the limit (ulimit -n, systemd LimitNOFILE, the container runtime's nofile) "+
+				"or set --max-conns %d or lower", want, limit, d.Needed(want), d.MaxConns)
+		}
+		log.Warn("lowering --max-conns to fit the open-files limit; raise the limit (ulimit -n, LimitNOFILE) to serve more",
+			"max_conns", d.MaxConns, "default", want, "open_files_limit", limit)
+	}
+	log.Debug("open-files limit shared out", "open_files_limit", limit, "raised_from", before, "max_conns", d.MaxConns,
+		"http_conns", d.HTTP, "refusing", d.Refusing, "kept", d.Base)
+	return d, nil
 }

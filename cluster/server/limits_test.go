@@ -3,6 +3,8 @@ package server
 import (
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 func TestPlanDescriptors(t *testing.T) {
@@ -30,5 +32,20 @@ func TestPlanDescriptors(t *testing.T) {
 		if err != nil || d.MaxConns != c.conns || d.HTTP != c.http {
 			t.Errorf("limit %d, want %d, cluster %v: %d conns, %d HTTP, %v; want %d, %d", c.limit, c.want, c.cluster, d.MaxConns, d.HTTP, err, c.conns, c.http)
 		}
+	}
+}
+
+// FitDescriptors refuses an explicit --max-conns beyond the open-files limit, naming the
+// fixes, and lowers the default to fit with a warning.
+func TestFitDescriptors(t *testing.T) {
+	var log strings.Builder
+	logger := hclog.New(&hclog.LoggerOptions{Output: &log, Level: hclog.Warn})
+	const want = 1 << 40 // beyond any limit
+	if _, err := FitDescriptors(want, true, false, logger); err == nil || !strings.Contains(err.Error(), "does not fit the open-files limit") {
+		t.Fatalf("explicit --max-conns %d: %v, want a refusal", want, err)
+	}
+	d, err := FitDescriptors(want, false, false, logger)
+	if err != nil || d.MaxConns < 1 || d.MaxConns >= want || !strings.Contains(log.String(), "lowering --max-conns") {
+		t.Fatalf("default --max-conns %d: %+v, %v; want it lowered with a warning:\n%s", want, d, err, log.String())
 	}
 }

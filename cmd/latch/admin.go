@@ -6,27 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/creds"
 	"github.com/latchd/latch/cluster/outcome"
 )
-
-// adminTargetOf is the target of an admin verb's --http, with its TLS flags.
-func adminTargetOf(c *cli.Context) (admin.Remote, error) {
-	if c.IsSet("secret-file") {
-		return admin.Remote{}, errClientSecretForAdmin
-	}
-	tc, err := adminTLS(c)
-	if err != nil {
-		return admin.Remote{}, err
-	}
-	return admin.NewRemote(c.String("http"), tc), nil
-}
 
 // adminTimeout bounds one admin call, forwarding to the leader included.
 const adminTimeout = 40 * time.Second
@@ -48,35 +35,31 @@ func adminFlags() []cli.Flag {
 var errClientSecretForAdmin = errors.New("--secret-file is the client secret and authorizes no admin call: " +
 	"pass --admin-secret-file FILE (a line of the nodes' --admin-secret-file); status and peers list need none")
 
-// adminSecret is the first secret of --admin-secret-file, or nil.
-func adminSecret(c *cli.Context) ([]byte, error) {
+// adminCall runs call against the target of --http (with its TLS flags) and, when signed,
+// the first secret of --admin-secret-file (a bad flag, or the client's --secret-file, is a
+// usage error of verb), bounded by timeout (0: none beyond the verb's context).
+func adminCall(c *cli.Context, verb string, signed bool, timeout time.Duration, call func(ctx context.Context, a admin.Remote, secret []byte) error) error {
 	if c.IsSet("secret-file") {
-		return nil, errClientSecretForAdmin
+		return usageErr(verb, "%v", errClientSecretForAdmin)
 	}
-	return firstSecret(c, "admin-secret-file")
-}
-
-// signedAdminTarget is the signing secret and the target of an admin verb that changes or
-// reads what only the admin credential may.
-func signedAdminTarget(c *cli.Context) ([]byte, admin.Remote, error) {
-	secret, err := adminSecret(c)
-	if err != nil {
-		return nil, admin.Remote{}, err
+	var secret []byte
+	var err error
+	if signed {
+		if secret, err = creds.ReadSecret("admin-secret-file", c.String("admin-secret-file"), nil); err != nil {
+			return usageErr(verb, "%v", err)
+		}
 	}
-	a, err := adminTargetOf(c)
-	return secret, a, err
-}
-
-// callAdmin runs call against the target of --http (a bad one is a usage error of verb),
-// bounded by adminTimeout.
-func callAdmin(c *cli.Context, verb string, call func(ctx context.Context, a admin.Remote) error) error {
-	a, err := adminTargetOf(c)
+	tc, err := creds.AdminTLS(dialFiles(c))
 	if err != nil {
 		return usageErr(verb, "%v", err)
 	}
-	ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
-	defer cancel()
-	return call(ctx, a)
+	ctx := c.Context
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return call(ctx, admin.NewRemote(c.String("http"), tc), secret)
 }
 
 // adminExit maps a failed admin call to its exit code: 76 when the node said it does not know
@@ -103,7 +86,7 @@ func statusCommand() *cli.Command {
 		Usage: "show a node's role, leader, term, indexes, peers and last token",
 		Flags: append(adminFlags(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON"}),
 		Action: func(c *cli.Context) error {
-			return callAdmin(c, "status", func(ctx context.Context, a admin.Remote) error {
+			return adminCall(c, "status", false, adminTimeout, func(ctx context.Context, a admin.Remote, _ []byte) error {
 				var st map[string]json.RawMessage
 				if err := a.Call(ctx, http.MethodGet, "/v1/status", nil, nil, &st); err != nil {
 					return adminExit("status", err)
@@ -111,42 +94,10 @@ func statusCommand() *cli.Command {
 				if c.Bool("json") {
 					return json.NewEncoder(c.App.Writer).Encode(st)
 				}
-				return printStatus(c, st)
+				return admin.WriteStatus(c.App.Writer, st)
 			})
 		},
 	}
-}
-
-func printStatus(c *cli.Context, st map[string]json.RawMessage) error {
-	var mode string
-	var node map[string]any
-	json.Unmarshal(st["mode"], &mode)
-	json.Unmarshal(st["node"], &node)
-	w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
-	defer w.Flush()
-	fmt.Fprintf(w, "mode\t%s\n", mode)
-	if raw, ok := st["raft"]; ok {
-		var m map[string]any
-		json.Unmarshal(raw, &m)
-		get := func(k string) any { return m[k] }
-		leader := "none known"
-		if id, _ := m["leader_id"].(string); id != "" {
-			leader = fmt.Sprintf("%s (%v)", id, get("leader_addr"))
-		}
-		fmt.Fprintf(w, "id\t%v\nrole\t%v\nleader\t%s\nterm\t%v\ncommit index\t%v\napplied index\t%v\nlast contact\t%v\n",
-			get("id"), get("state"), leader, get("term"), get("commit_index"), get("applied_index"), get("last_contact"))
-		var peers []admin.Member
-		if p, ok := m["peers"]; ok {
-			b, _ := json.Marshal(p)
-			json.Unmarshal(b, &peers)
-		}
-		sort.Slice(peers, func(i, j int) bool { return peers[i].ID < peers[j].ID })
-		for _, p := range peers {
-			fmt.Fprintf(w, "peer\t%s %s %s\n", p.ID, p.Addr, p.Suffrage)
-		}
-	}
-	fmt.Fprintf(w, "last token\t%v\nkeys\t%v\nwaiters\t%v\n", node["last_token"], node["keys"], node["waiters"])
-	return nil
 }
 
 func peersCommand() *cli.Command {
@@ -159,17 +110,12 @@ func peersCommand() *cli.Command {
 				Usage: "list the members of the cluster configuration",
 				Flags: adminFlags(),
 				Action: func(c *cli.Context) error {
-					return callAdmin(c, "peers list", func(ctx context.Context, a admin.Remote) error {
+					return adminCall(c, "peers list", false, adminTimeout, func(ctx context.Context, a admin.Remote, _ []byte) error {
 						ms, err := a.Members(ctx)
 						if err != nil {
 							return adminExit("peers list", err)
 						}
-						w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
-						fmt.Fprintln(w, "ID\tADDR\tSUFFRAGE")
-						for _, m := range ms {
-							fmt.Fprintf(w, "%s\t%s\t%s\n", m.ID, m.Addr, m.Suffrage)
-						}
-						return w.Flush()
+						return admin.WriteMembers(c.App.Writer, ms)
 					})
 				},
 			},
@@ -190,7 +136,9 @@ func peersCommand() *cli.Command {
 					if err := requireFlags(c, "peers add", "id", "raft-addr"); err != nil {
 						return err
 					}
-					return peersChange(c, "peers add", http.MethodPost, "/v1/peers", admin.AddRequest{ID: c.String("id"), Addr: c.String("raft-addr"), Nonvoter: c.Bool("nonvoter")})
+					return peersChange(c, "peers add", func(ctx context.Context, a admin.Remote, secret []byte) (map[string]string, error) {
+						return a.AddPeer(ctx, admin.AddRequest{ID: c.String("id"), Addr: c.String("raft-addr"), Nonvoter: c.Bool("nonvoter")}, secret)
+					})
 				},
 			},
 			{
@@ -201,33 +149,27 @@ func peersCommand() *cli.Command {
 					if err := requireFlags(c, "peers remove", "id"); err != nil {
 						return err
 					}
-					return peersChange(c, "peers remove", http.MethodDelete, "/v1/peers/"+c.String("id"), nil)
+					return peersChange(c, "peers remove", func(ctx context.Context, a admin.Remote, secret []byte) (map[string]string, error) {
+						return a.RemovePeer(ctx, c.String("id"), secret)
+					})
 				},
 			},
 		},
 	}
 }
 
-func peersChange(c *cli.Context, verb, method, path string, req any) error {
-	secret, a, err := signedAdminTarget(c)
-	if err != nil {
-		return usageErr(verb, "%v", err)
-	}
-	var body []byte
-	if req != nil {
-		body, _ = json.Marshal(req)
-	}
-	ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
-	defer cancel()
-	var out map[string]string
-	if err := a.Call(ctx, method, path, body, secret, &out); err != nil {
+// peersChange makes a membership change and prints what the cluster did.
+func peersChange(c *cli.Context, verb string, change func(ctx context.Context, a admin.Remote, secret []byte) (map[string]string, error)) error {
+	return adminCall(c, verb, true, adminTimeout, func(ctx context.Context, a admin.Remote, secret []byte) error {
+		out, err := change(ctx, a, secret)
 		if errors.Is(err, context.DeadlineExceeded) {
 			return cli.Exit("latch "+verb+": no answer within "+adminTimeout.String()+"; check latch peers list before retrying", exitIndeterminate)
+		} else if err != nil {
+			return adminExit(verb, err)
 		}
-		return adminExit(verb, err)
-	}
-	for k, v := range out {
-		fmt.Fprintf(c.App.Writer, "%s %s\n", k, v)
-	}
-	return nil
+		for k, v := range out {
+			fmt.Fprintf(c.App.Writer, "%s %s\n", k, v)
+		}
+		return nil
+	})
 }

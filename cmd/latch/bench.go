@@ -1,18 +1,15 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/latchd/latch/client"
 	"github.com/latchd/latch/client/bench"
 )
 
@@ -48,14 +45,6 @@ func benchCommand() *cli.Command {
 }
 
 func benchAction(c *cli.Context) error {
-	clients, keys := c.Int("clients"), c.Int("keys")
-	dur, warm := c.Duration("duration"), c.Duration("warmup")
-	if clients < 1 || keys < 1 || dur <= 0 || warm < 0 {
-		return cli.Exit("latch bench: --clients and --keys must be at least 1, --duration above 0", exitUsage)
-	}
-	if dur+warm > time.Hour {
-		return cli.Exit("latch bench: --duration plus --warmup is limited to one hour", exitUsage)
-	}
 	opts, _, err := acquireInputs(c, 0, "") // --wait and --lease as acquire takes them (0s is no lease)
 	if err != nil {
 		return err
@@ -64,72 +53,33 @@ func benchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	newClient := func(conns int) (*client.Client, error) {
-		cfg := ccfg
-		cfg.Conns = conns
-		cl, err := client.New(cfg)
-		if err != nil {
-			return nil, usageErr("bench", "%s", strings.TrimPrefix(err.Error(), "latch: "))
-		}
-		return cl, nil
-	}
-	cls := make([]*client.Client, clients)
-	for i := range cls {
-		if cls[i], err = newClient(1); err != nil { // one connection per worker
-			return err
-		}
-		defer cls[i].Close()
-	}
-	holders := bench.Holders{Count: c.Int("extenders"), Every: c.Duration("extend-every"), Lease: c.Duration("extend-lease"), Wait: opts.Wait}
-	if holders.Count > 0 {
-		if c.Int("extend-conns") < 1 {
-			return cli.Exit("latch bench: --extend-conns must be at least 1", exitUsage)
-		}
-		if holders.Client, err = newClient(c.Int("extend-conns")); err != nil {
-			return err
-		}
-		defer holders.Client.Close()
-	}
-	if err := holders.Validate(); err != nil {
-		return cli.Exit("latch bench: --extenders: "+err.Error(), exitUsage)
-	}
-	pctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
-	err = cls[0].Ping(pctx)
-	if err == nil {
-		err = holders.Ready(pctx)
-	}
-	cancel()
+	cfg, closeClients, err := bench.Setup{
+		Client: ccfg, Clients: c.Int("clients"), Keys: c.Int("keys"), Prefix: c.String("prefix"), Options: opts,
+		Warmup: c.Duration("warmup"), Duration: c.Duration("duration"),
+		Holders: c.Int("extenders"), HolderConns: c.Int("extend-conns"), Every: c.Duration("extend-every"), HoldLease: c.Duration("extend-lease"),
+	}.Open(c.Context)
 	switch {
+	case errors.Is(err, bench.ErrSetup):
+		return cli.Exit("latch bench: "+strings.TrimPrefix(err.Error(), bench.ErrSetup.Error()+": "), exitUsage)
 	case errors.Is(err, bench.ErrNoRevision2):
 		return cli.Exit("latch bench: --extenders: "+err.Error(), exitUnavailable)
 	case err != nil:
 		return exitFor("bench", err)
 	}
+	defer closeClients()
 
-	var prof *os.File // --cpuprofile: created now, so a bad path fails before the run
-	if path := c.String("cpuprofile"); path != "" {
-		if prof, err = os.Create(path); err != nil {
+	if path := c.String("cpuprofile"); path != "" { // created now, so a bad path fails before the run
+		prof, err := os.Create(path)
+		if err != nil {
 			return cli.Exit(fmt.Sprintf("latch bench: --cpuprofile: %v", err), exitUsage)
 		}
 		defer prof.Close()
+		cfg.Measure = bench.CPUProfile(prof, func(err error) { stderrf(c, "latch bench: --cpuprofile: %v", err) })
 	}
 	var prev int64
-	cfg := bench.Config{
-		Clients: cls, Keys: keys, Prefix: c.String("prefix"), Options: opts, Warmup: warm, Duration: dur,
-		Holders: holders,
-		Progress: func(elapsed time.Duration, pairs int64) {
-			stderrf(c, "bench: %5.1fs  %9d pairs  %9.0f pairs/s", elapsed.Seconds(), pairs, float64(pairs-prev))
-			prev = pairs
-		},
-	}
-	if prof != nil {
-		cfg.Measure = func() func() {
-			if err := pprof.StartCPUProfile(prof); err != nil {
-				stderrf(c, "latch bench: --cpuprofile: %v", err)
-				return func() {}
-			}
-			return pprof.StopCPUProfile
-		}
+	cfg.Progress = func(elapsed time.Duration, pairs int64) {
+		stderrf(c, "bench: %5.1fs  %9d pairs  %9.0f pairs/s", elapsed.Seconds(), pairs, float64(pairs-prev))
+		prev = pairs
 	}
 	res := bench.Run(c.Context, cfg)
 	if c.Bool("json") {

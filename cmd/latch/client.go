@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -13,7 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/client"
-	"github.com/latchd/latch/wire"
+	"github.com/latchd/latch/cluster/creds"
 )
 
 // Exit codes of every verb (README's table; also in `latch help run`). The command's own
@@ -85,30 +84,15 @@ func newClient(c *cli.Context) (*client.Client, error) {
 // clientConfig is the client.Config of --servers, --secret-file and the TLS flags; a file
 // that cannot be used is a usage error of the verb.
 func clientConfig(c *cli.Context) (client.Config, error) {
-	tc, err := clientTLS(c)
+	tc, err := creds.ClientTLS(dialFiles(c))
 	if err != nil {
 		return client.Config{}, usageErr(c.Command.Name, "%v", err)
 	}
-	secret, err := clientSecret(c)
+	secret, err := creds.ReadSecret("secret-file", c.String("secret-file"), nil) // a file others may write is refused
 	if err != nil {
 		return client.Config{}, usageErr(c.Command.Name, "%v", err)
 	}
 	return client.Config{Servers: c.StringSlice("servers"), Secret: secret, TLS: tc}, nil
-}
-
-// clientSecret is the first secret of --secret-file (nil without it), read by readKeyFile:
-// a file others may write is refused.
-func clientSecret(c *cli.Context) ([]byte, error) {
-	return firstSecret(c, "secret-file")
-}
-
-// firstSecret is the first secret of the file that flag names, or nil when it names none.
-func firstSecret(c *cli.Context, flag string) ([]byte, error) {
-	s, err := readSecrets(flag, c.String(flag), nil)
-	if len(s) == 0 {
-		return nil, err
-	}
-	return s[0], nil
 }
 
 // exitFor maps a client error to the documented exit code, with the error's message.
@@ -134,72 +118,43 @@ func exitFor(verb string, err error) error {
 // not hand out (the ticket gate) is first given back: the client releases it in the
 // background, and this waits for that release (at most client.IOTimeout and a second) before
 // the CLI exits, so that it is sent at all. Confirmed (R or N), the lock is not held: 75.
-func acquireFailed(verb string, cl *client.Client, err error) error {
-	if !errors.Is(err, client.ErrIndeterminate) {
+func acquireFailed(verb string, err error) error {
+	comp := client.CompensationOf(err)
+	if comp == nil || !errors.Is(err, client.ErrIndeterminate) {
 		return exitFor(verb, err)
 	}
-	started, confirmed := settleCompensations(cl)
-	if !started {
-		return exitFor(verb, err)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), client.IOTimeout+time.Second)
+	defer cancel()
 	msg := strings.TrimSuffix(strings.TrimPrefix(err.Error(), "latch: "), "; it is being released in the background")
-	if confirmed {
+	if comp.Wait(ctx) == nil {
 		return cli.Exit(fmt.Sprintf("latch %s: %s; it was released again (confirmed): not acquired", verb, msg), exitNotAcquired)
 	}
 	return cli.Exit(fmt.Sprintf("latch %s: %s; its release was not confirmed: the lock may be held until its lease ends", verb, msg), exitIndeterminate)
 }
 
-// settleCompensations waits for the compensating releases the client started to end, at most
-// client.IOTimeout plus a second, and reports whether there were any and whether every one
-// was confirmed (answered R or N) and none was dropped.
-func settleCompensations(cl *client.Client) (started, confirmed bool) {
-	end := time.Now().Add(client.IOTimeout + time.Second)
-	for {
-		s := cl.Stats()
-		if s.CompensationsSent == 0 && s.CompensationsDropped == 0 {
-			return false, false
-		}
-		ended := s.CompensationsSucceeded + s.CompensationsFailed
-		if ended >= s.CompensationsSent || time.Now().After(end) {
-			return true, ended >= s.CompensationsSent && s.CompensationsFailed == 0 && s.CompensationsDropped == 0
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // acquireInputs reads --wait, --lease and --budget (defaultBudget, named by budgetRule in
 // messages, when --budget is not given) and refuses, before anything is sent, what the
-// client would refuse and what could never pass the ticket gate: the lease is reckoned from
-// the moment the request is written, so a grant always arrives with less than the whole
-// lease left, and a budget must be below the lease (in the whole seconds it is sent as).
+// client would refuse (client.CheckAcquire) and, on top, what could never pass the ticket
+// gate: the lease is reckoned from the moment the request is written, so a grant always
+// arrives with less than the whole lease left, and a budget must be below the lease (in the
+// whole seconds it is sent as). The protocol allows a budget equal to the lease.
 func acquireInputs(c *cli.Context, defaultBudget time.Duration, budgetRule string) (client.AcquireOptions, time.Duration, error) {
 	verb := c.Command.Name
-	wait, lease, budget := c.Duration("wait"), c.Duration("lease"), c.Duration("budget")
+	o, budget := client.AcquireOptions{Wait: c.Duration("wait"), Lease: c.Duration("lease")}, c.Duration("budget")
 	if !c.IsSet("budget") {
 		budget = defaultBudget
 	}
-	w, l, b := secondsUp(wait), secondsUp(lease), secondsUp(budget)
-	switch {
-	case wait < 0 || w > wire.MaxWait:
-		return client.AcquireOptions{}, 0, usageErr(verb, "--wait %s is outside 0..%ds", wait, wire.MaxWait)
-	case lease <= 0 || l > wire.MaxLease:
-		return client.AcquireOptions{}, 0, usageErr(verb, "--lease %s is outside 1s..1h (LATCH_LEASE too; 0 is not a lease)", lease)
-	case budget < 0 || b > int64(client.MaxWorkBudget/time.Second):
-		return client.AcquireOptions{}, 0, usageErr(verb, "--budget %s is outside 0..%s", budget, client.MaxWorkBudget)
-	case b > 0 && b >= l:
-		return client.AcquireOptions{}, 0, usageErr(verb, "%s %s must be below --lease %s: a grant never arrives with the whole lease left",
-			budgetRule, time.Duration(b)*time.Second, time.Duration(l)*time.Second)
+	if o.Lease <= 0 { // the client takes 0 for its default
+		return o, 0, usageErr(verb, "--lease %s is outside 1s..1h (LATCH_LEASE too; 0 is not a lease)", o.Lease)
 	}
-	return client.AcquireOptions{Wait: wait, Lease: lease}, budget, nil
-}
-
-// secondsUp is d in whole seconds, rounded up, as the client sends it.
-func secondsUp(d time.Duration) int64 {
-	s := int64(d / time.Second)
-	if d%time.Second > 0 {
-		s++
+	d, err := client.CheckAcquire(budget, o)
+	if err != nil {
+		return o, 0, usageErr(verb, "--wait, --lease or --budget: %s", strings.TrimPrefix(err.Error(), "latch: "))
 	}
-	return s
+	if d.Budget > 0 && d.Budget >= d.Lease {
+		return o, 0, usageErr(verb, "%s %s must be below --lease %s: a grant never arrives with the whole lease left", budgetRule, d.Budget, d.Lease)
+	}
+	return o, budget, nil
 }
 
 func acquireCommand() *cli.Command {
@@ -226,7 +181,7 @@ func acquireCommand() *cli.Command {
 			defer cl.Close()
 			t, err := cl.Acquire(c.Context, c.Args().First(), budget, o)
 			if err != nil {
-				return acquireFailed("acquire", cl, err)
+				return acquireFailed("acquire", err)
 			}
 			if c.Bool("json") {
 				return json.NewEncoder(c.App.Writer).Encode(map[string]any{
@@ -291,11 +246,7 @@ func pingCommand() *cli.Command {
 	}
 }
 
-// stderrf prints a line for the user on standard error.
+// stderrf prints a line for the user on standard error (App.ErrWriter, which Setup sets).
 func stderrf(c *cli.Context, format string, args ...any) {
-	w := c.App.ErrWriter
-	if w == nil {
-		w = os.Stderr
-	}
-	fmt.Fprintf(w, format+"\n", args...)
+	fmt.Fprintf(c.App.ErrWriter, format+"\n", args...)
 }

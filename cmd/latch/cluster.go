@@ -1,17 +1,13 @@
 package main
 
 import (
-	"fmt"
-	"net"
-	"strings"
-
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/creds"
 	"github.com/latchd/latch/cluster/member"
-	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/cluster/server"
 )
 
@@ -34,34 +30,10 @@ func clusterFlags() []cli.Flag {
 	}
 }
 
-// parseInitialCluster reads "id=addr,id=addr".
-func parseInitialCluster(s string) ([]raftnode.Peer, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var peers []raftnode.Peer
-	seen := map[string]bool{}
-	for _, part := range strings.Split(s, ",") {
-		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok || id == "" || addr == "" {
-			return nil, fmt.Errorf("--initial-cluster: %q is not ID=ADDR", part)
-		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return nil, fmt.Errorf("--initial-cluster: %s: %w", part, err)
-		}
-		if seen[id] {
-			return nil, fmt.Errorf("--initial-cluster: id %q appears twice", id)
-		}
-		seen[id] = true
-		peers = append(peers, raftnode.Peer{ID: id, Addr: addr})
-	}
-	return peers, nil
-}
-
 // memberConfig turns the cluster flags, the loaded credentials and TLS configs, and the
 // node's and server's configs into a member.Config.
-func memberConfig(c *cli.Context, log hclog.Logger, cred credentials, tlsCfg serverTLS, node cluster.Config, srv server.Config) (member.Config, error) {
-	initial, err := parseInitialCluster(c.String("initial-cluster"))
+func memberConfig(c *cli.Context, log hclog.Logger, cred creds.Secrets, tlsCfg creds.TLS, node cluster.Config, srv server.Config) (member.Config, error) {
+	initial, err := member.ParseInitialCluster(c.String("initial-cluster"))
 	if err != nil {
 		return member.Config{}, err
 	}
@@ -70,10 +42,10 @@ func memberConfig(c *cli.Context, log hclog.Logger, cred credentials, tlsCfg ser
 	cfg.Raft.ID, cfg.Raft.DataDir, cfg.Raft.Advertise = c.String("id"), c.String("data-dir"), c.String("advertise")
 	cfg.Raft.Bootstrap, cfg.Raft.InitialCluster = c.Bool("bootstrap"), initial
 	// The peer port takes the peer secrets only: the client secret opens none of it.
-	cfg.Peer.Secrets, cfg.Peer.TLS, cfg.Peer.ClientTLS = cred.peer, tlsCfg.peer, tlsCfg.dial
-	cfg.Listen, cfg.Join, cfg.JoinTLS = c.String("raft-addr"), c.String("join"), tlsCfg.admin
-	cfg.HTTP, cfg.HTTPTLS, cfg.HTTPHosts = c.String("http"), tlsCfg.http, c.StringSlice("http-allowed-host")
+	cfg.Peer.Secrets, cfg.Peer.TLS, cfg.Peer.ClientTLS = cred.Peer, tlsCfg.Peer, tlsCfg.Dial
+	cfg.Listen, cfg.Join, cfg.JoinTLS = c.String("raft-addr"), c.String("join"), tlsCfg.Admin
+	cfg.HTTP, cfg.HTTPTLS, cfg.HTTPHosts = c.String("http"), tlsCfg.HTTP, c.StringSlice("http-allowed-host")
 	cfg.AcceptLegacyPeers, cfg.Insecure, cfg.HoldLeases = c.Bool("accept-legacy-peers"), c.Bool("insecure"), c.Bool("hold-leases")
-	cfg.Admin = admin.Credentials{AdminSecrets: cred.admin, PeerSecrets: cred.peer, AdminCAs: tlsCfg.adminCAs, PeerCAs: tlsCfg.peerCAs}
+	cfg.Admin = admin.Credentials{AdminSecrets: cred.Admin, PeerSecrets: cred.Peer, AdminCAs: tlsCfg.AdminCAs, PeerCAs: tlsCfg.PeerCAs}
 	return cfg, nil
 }

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/hashicorp/go-hclog"
 )
 
 // The three secrets of a test cluster: each principal its own.
@@ -45,35 +42,6 @@ func writeSecretFile(t *testing.T, dir, name string, lines ...string) string {
 // serverArgs are the server flags that give a node the three secrets.
 func (s testSecrets) serverArgs() []string {
 	return []string{"--secret-file", s.client, "--peer-secret-file", s.peer, "--admin-secret-file", s.admin}
-}
-
-func TestKeyFileModes(t *testing.T) {
-	for _, c := range []struct {
-		perm     os.FileMode
-		mine     bool
-		refused  bool
-		warnings int
-	}{
-		{0o600, true, false, 0},
-		{0o400, true, false, 0},
-		{0o640, true, false, 1},  // the group reads a file this process owns: more than it needs
-		{0o440, false, false, 0}, // a Kubernetes Secret volume: root-owned, read through fsGroup
-		{0o644, false, false, 1}, // anyone reads it
-		{0o620, true, true, 0},
-		{0o602, true, true, 0},
-		{0o666, false, true, 0},
-	} {
-		var log strings.Builder
-		logger := hclog.New(&hclog.LoggerOptions{Output: &log, Level: hclog.Warn})
-		err := checkKeyMode("secret-file", "/etc/latch/secret", c.perm, c.mine, logger)
-		if c.refused != (err != nil) || c.refused && (!errors.Is(err, ErrKeyFileWritable) || !strings.Contains(err.Error(), "chmod 600 /etc/latch/secret") ||
-			!strings.Contains(err.Error(), "--secret-file")) {
-			t.Errorf("mode %04o: %v; refused %v, want an error naming the flag, the file and chmod 600", c.perm, err, c.refused)
-		}
-		if n := strings.Count(log.String(), "readable by others"); n != c.warnings || n > 0 && !strings.Contains(log.String(), "chmod 600") {
-			t.Errorf("mode %04o: %d warnings, want %d naming the fix:\n%s", c.perm, n, c.warnings, log.String())
-		}
-	}
 }
 
 // A cluster node with some credentials but not the peer's or the admin's refuses to start,

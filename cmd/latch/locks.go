@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"text/tabwriter"
-	"time"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/latchd/latch/client"
 	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/cluster/outcome"
 	"github.com/latchd/latch/wire"
@@ -38,11 +38,9 @@ func locksCommand() *cli.Command {
 			if c.Int("limit") < 0 {
 				return usageErr("locks", "--limit must be 0 (all) or more")
 			}
-			secret, a, err := signedAdminTarget(c)
-			if err != nil {
-				return usageErr("locks", "%v", err)
-			}
-			return listLocks(c, a, secret)
+			return adminCall(c, "locks", true, 0, func(ctx context.Context, a admin.Remote, secret []byte) error {
+				return listLocks(ctx, c, a, secret)
+			})
 		},
 		Subcommands: []*cli.Command{
 			{
@@ -55,25 +53,17 @@ func locksCommand() *cli.Command {
 					if err != nil {
 						return usageErr("locks show", "%v", err)
 					}
-					secret, a, err := signedAdminTarget(c)
-					if err != nil {
-						return usageErr("locks show", "%v", err)
-					}
-					ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
-					defer cancel()
-					lk, err := a.ShowLock(ctx, key, secret)
-					if err != nil {
-						return adminExit("locks show", err)
-					}
-					if c.Bool("json") {
-						return json.NewEncoder(c.App.Writer).Encode(lk)
-					}
-					if !lk.Held {
-						fmt.Fprintf(c.App.Writer, "%s free (waiters %d)\n", lk.Key, lk.Waiters)
-						return nil
-					}
-					fmt.Fprintf(c.App.Writer, "%s held token %d lease left %s waiters %d%s\n", lk.Key, lk.Token, leaseLeft(lk.LeaseLeft), lk.Waiters, releasing(lk))
-					return nil
+					return adminCall(c, "locks show", true, adminTimeout, func(ctx context.Context, a admin.Remote, secret []byte) error {
+						lk, err := a.ShowLock(ctx, key, secret)
+						if err != nil {
+							return adminExit("locks show", err)
+						}
+						if c.Bool("json") {
+							return json.NewEncoder(c.App.Writer).Encode(lk)
+						}
+						_, err = fmt.Fprintln(c.App.Writer, lk)
+						return err
+					})
 				},
 			},
 			{
@@ -93,56 +83,38 @@ func locksCommand() *cli.Command {
 					if c.IsSet("token") && (c.Uint64("token") == 0 || c.Uint64("token") > wire.MaxToken) {
 						return usageErr("locks release", "--token %d: tokens are 1..%d", c.Uint64("token"), uint64(wire.MaxToken))
 					}
-					secret, a, err := signedAdminTarget(c)
-					if err != nil {
-						return usageErr("locks release", "%v", err)
-					}
-					return forceRelease(c, a, secret, key, c.Uint64("token"))
+					return adminCall(c, "locks release", true, adminTimeout, func(ctx context.Context, a admin.Remote, secret []byte) error {
+						return forceRelease(ctx, c, a, secret, key, c.Uint64("token"))
+					})
 				},
 			},
 		},
 	}
 }
 
-// oneKey is the verb's one KEY argument, checked by the client's key rules.
+// oneKey is the verb's one KEY argument, checked by the client's key rules (client.CheckKey).
 func oneKey(c *cli.Context) (string, error) {
 	if c.NArg() != 1 {
 		return "", fmt.Errorf("want exactly one KEY, got %d arguments (flags go before the key)", c.NArg())
 	}
 	key := c.Args().First()
-	if err := wire.CheckClientKey(key); err != nil {
-		return "", fmt.Errorf("key %q: %w", key, err)
+	if err := client.CheckKey(key); err != nil {
+		return "", fmt.Errorf("key %q: %s", key, strings.TrimPrefix(err.Error(), "latch: "))
 	}
 	return key, nil
 }
 
-func listLocks(c *cli.Context, a admin.Remote, secret []byte) error {
-	w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
-	enc := json.NewEncoder(c.App.Writer)
-	if !c.Bool("json") {
-		fmt.Fprintln(w, "KEY\tTOKEN\tLEASE LEFT\tWAITERS")
-	}
-	n := 0
-	err := a.EachLock(c.Context, c.String("prefix"), c.Int("limit"), secret, func(lk admin.Lock) error {
-		if c.Bool("json") {
-			return enc.Encode(lk)
-		}
-		fmt.Fprintf(w, "%s\t%d\t%s%s\t%d\n", lk.Key, lk.Token, leaseLeft(lk.LeaseLeft), releasing(lk), lk.Waiters)
-		if n++; n%admin.DefaultLocksPage == 0 {
-			return w.Flush() // as they come: a million keys are never held here at once
-		}
-		return nil
-	})
-	w.Flush()
+func listLocks(ctx context.Context, c *cli.Context, a admin.Remote, secret []byte) error {
+	table := admin.NewLockTable(c.App.Writer, c.Bool("json"))
+	err := a.EachLock(ctx, c.String("prefix"), c.Int("limit"), secret, table.Add)
+	table.Flush()
 	if err != nil {
 		return adminExit("locks", err)
 	}
 	return nil
 }
 
-func forceRelease(c *cli.Context, a admin.Remote, secret []byte, key string, token uint64) error {
-	ctx, cancel := context.WithTimeout(c.Context, adminTimeout)
-	defer cancel()
+func forceRelease(ctx context.Context, c *cli.Context, a admin.Remote, secret []byte, key string, token uint64) error {
 	freed, err := a.ReleaseLock(ctx, key, token, secret)
 	var se *admin.StatusError
 	switch {
@@ -155,15 +127,4 @@ func forceRelease(c *cli.Context, a admin.Remote, secret []byte, key string, tok
 		return cli.Exit("latch locks release: unknown whether it was released ("+err.Error()+"): check with latch locks show "+strconv.Quote(key), exitIndeterminate)
 	}
 	return adminExit("locks release", err)
-}
-
-func leaseLeft(s float64) string {
-	return (time.Duration(s*float64(time.Second)) / time.Millisecond * time.Millisecond).String()
-}
-
-func releasing(lk admin.Lock) string {
-	if lk.Releasing {
-		return " (releasing)"
-	}
-	return ""
 }

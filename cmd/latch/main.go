@@ -46,7 +46,6 @@ func newApp() *cli.App {
 			recoverCommand(),
 			versionCommand(),
 		},
-		HideVersion: false,
 	})
 }
 

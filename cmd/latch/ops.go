@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"os"
-	"path/filepath"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -54,112 +50,57 @@ func snapshotCommand() *cli.Command {
 	}
 }
 
-// fileAndSecret reads the one FILE argument and the signing secret of a snapshot verb.
-func fileAndSecret(c *cli.Context, verb string) (string, []byte, error) {
-	if err := wantArgs(c, verb, 1, "one FILE"); err != nil {
-		return "", nil, err
-	}
-	secret, err := adminSecret(c)
-	if err != nil {
-		return "", nil, usageErr(verb, "%v", err)
-	}
-	return c.Args().First(), secret, nil
-}
-
 func snapshotSave(c *cli.Context) error {
 	const verb = "snapshot save"
-	file, secret, err := fileAndSecret(c, verb)
-	if err != nil {
+	if err := wantArgs(c, verb, 1, "one FILE"); err != nil {
 		return err
 	}
-	a, err := adminTargetOf(c)
-	if err != nil {
-		return usageErr(verb, "%v", err)
-	}
-	ctx, cancel := context.WithTimeout(c.Context, transferTimeout)
-	defer cancel()
-	_, data, err := a.Do(ctx, http.MethodGet, "/v1/snapshot", nil, secret, admin.MaxSnapshot+1)
-	if err != nil {
-		return adminExit(verb, err)
-	}
-	info, err := fsm.InspectSnapshot(bytes.NewReader(data))
-	if err != nil {
-		return cli.Exit("latch "+verb+": the backup received does not verify, nothing written: "+err.Error(), exitUnavailable)
-	}
-	if err := writeFileAtomic(file, data); err != nil {
-		return cli.Exit("latch "+verb+": "+err.Error(), exitLocalIO)
-	}
-	fmt.Fprintf(c.App.Writer, "saved %s: %d bytes, index %d, last token %d, %d held keys\n",
-		file, len(data), info.Index, uint64(info.LastToken), info.Keys)
-	return nil
-}
-
-// writeFileAtomic writes data to file.tmp, syncs it and renames it to file.
-func writeFileAtomic(file string, data []byte) error {
-	tmp := file + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, file)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(file)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	file := c.Args().First()
+	return adminCall(c, verb, true, transferTimeout, func(ctx context.Context, a admin.Remote, secret []byte) error {
+		data, info, err := a.Backup(ctx, secret)
+		switch {
+		case errors.Is(err, admin.ErrBadBackup):
+			return cli.Exit("latch "+verb+": "+strings.TrimPrefix(err.Error(), "admin: "), exitUnavailable)
+		case err != nil:
+			return adminExit(verb, err)
+		}
+		if err := admin.WriteBackup(file, data); err != nil {
+			return cli.Exit("latch "+verb+": "+err.Error(), exitLocalIO)
+		}
+		fmt.Fprintf(c.App.Writer, "saved %s: %d bytes, index %d, last token %d, %d held keys\n",
+			file, len(data), info.Index, uint64(info.LastToken), info.Keys)
+		return nil
+	})
 }
 
 func snapshotRestore(c *cli.Context) error {
 	const verb = "snapshot restore"
-	file, secret, err := fileAndSecret(c, verb)
-	if err != nil {
+	if err := wantArgs(c, verb, 1, "one FILE"); err != nil {
 		return err
 	}
 	if err := requireFlags(c, verb, "token-floor"); err != nil {
 		return err
 	}
-	floor := c.Uint64("token-floor")
+	file, floor := c.Args().First(), c.Uint64("token-floor")
 	if floor > uint64(fsm.MaxToken) {
 		return usageErr(verb, "--token-floor %d is above the largest token %d", floor, uint64(fsm.MaxToken))
 	}
-	data, err := os.ReadFile(file)
+	data, info, err := admin.ReadBackup(file)
 	if err != nil {
 		return usageErr(verb, "%v", err)
 	}
-	info, err := fsm.InspectSnapshot(bytes.NewReader(data))
-	if err != nil {
-		return usageErr(verb, "%s: %v", file, err)
-	}
-	a, err := adminTargetOf(c)
-	if err != nil {
-		return usageErr(verb, "%v", err)
-	}
-	ctx, cancel := context.WithTimeout(c.Context, transferTimeout)
-	defer cancel()
-	var res raftnode.Restored
-	if err := a.Call(ctx, http.MethodPost, "/v1/restore?token_floor="+strconv.FormatUint(floor, 10), data, secret, &res); err != nil {
+	return adminCall(c, verb, true, transferTimeout, func(ctx context.Context, a admin.Remote, secret []byte) error {
+		res, err := a.Restore(ctx, data, floor, secret)
 		if errors.Is(err, context.DeadlineExceeded) {
 			return cli.Exit("latch "+verb+": no answer within "+transferTimeout.String()+"; check latch status before retrying", exitIndeterminate)
+		} else if err != nil {
+			return adminExit(verb, err)
 		}
-		return adminExit(verb, err)
-	}
-	fmt.Fprintf(c.App.Writer, "restored %s (%d held keys, last token %d): the cluster holds %d keys; last token %d "+
-		"(the largest of the backup's, --token-floor %d and the cluster's previous %d)\n",
-		file, info.Keys, uint64(info.LastToken), res.State.Keys, uint64(res.State.LastToken), floor, res.Previous)
-	return nil
+		fmt.Fprintf(c.App.Writer, "restored %s (%d held keys, last token %d): the cluster holds %d keys; last token %d "+
+			"(the largest of the backup's, --token-floor %d and the cluster's previous %d)\n",
+			file, info.Keys, uint64(info.LastToken), res.State.Keys, uint64(res.State.LastToken), floor, res.Previous)
+		return nil
+	})
 }
 
 func recoverCommand() *cli.Command {
@@ -195,16 +136,7 @@ func runRecover(c *cli.Context) error {
 			fmt.Fprintln(c.App.Writer, string(out))
 			return
 		}
-		fmt.Fprintf(c.App.Writer, "%s: last index %d (term %d), last token %d, %d held keys, members:",
-			what, ds.LastIndex, ds.LastTerm, uint64(ds.State.LastToken), ds.State.Keys)
-		for _, s := range ds.Servers {
-			fmt.Fprintf(c.App.Writer, " %s=%s(%s)", s.ID, s.Addr, s.Suffrage)
-		}
-		fmt.Fprintln(c.App.Writer)
-		// Why latch server refuses this directory; recover keeps what it holds.
-		for _, d := range ds.Damage {
-			fmt.Fprintf(c.App.Writer, "damage: %s\n", d)
-		}
+		admin.WriteDiskState(c.App.Writer, what, ds)
 	}
 	if c.Bool("dry-run") {
 		ds, err := raftnode.Inspect(dir, nil)
@@ -219,7 +151,6 @@ func runRecover(c *cli.Context) error {
 	}
 	before, after, err := raftnode.Recover(raftnode.RecoverOptions{
 		DataDir: dir, ID: c.String("id"), Addr: c.String("advertise"), TokenFloor: c.Uint64("token-floor"),
-		Logger: nil,
 	})
 	if errors.Is(err, fsm.ErrFloorRange) {
 		return usageErr(verb, "%v", err)

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -16,9 +14,6 @@ import (
 	"github.com/latchd/latch/client"
 	"github.com/latchd/latch/client/supervise"
 )
-
-// releaseTimeout bounds the release after the command exits (docs/protocol.md section 10).
-const releaseTimeout = 5 * time.Second
 
 func runCommand() *cli.Command {
 	return &cli.Command{
@@ -96,30 +91,29 @@ func runAction(c *cli.Context) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	t, err := acquireOrSignal(c.Context, cl, sigs, key, budget, o)
+	t, err := supervise.AcquireOrSignal(c.Context, cl, sigs, key, budget, o)
 	if err != nil {
-		return acquireFailed("run", cl, err)
+		return acquireFailed("run", err)
 	}
 
 	sched := supervise.Schedule{Lease: lease, Grace: grace}
 	if maxHold > 0 {
 		sched.HoldEnd = time.Now().Add(maxHold)
 	}
-	plan := supervise.Plan{Deadline: t.Deadline, Schedule: sched, Lease: t, Signals: sigs, Notice: runNotice(c, t, argv[0], maxHold)}
-	g, err := supervise.Start(supervise.Spec{
-		Path: path, Args: argv, Stdin: os.Stdin, Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Terminal: os.Stdin, KillAt: plan.GuardKillAt(),
-		Env: append(os.Environ(),
-			"LATCH_KEY="+t.Key,
-			"LATCH_TOKEN="+strconv.FormatUint(t.Token, 10),
-			"LATCH_DEADLINE="+t.Deadline.UTC().Format(time.RFC3339Nano),
-		),
-	})
-	if err != nil {
-		return startFailed(c, t, argv[0], err)
+	out, err := supervise.Job{
+		Ticket: t, Path: path, Args: argv, Stdin: os.Stdin, Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Terminal: os.Stdin,
+		Schedule: sched, Signals: sigs, Notice: runNotice(c, t, argv[0], maxHold),
+	}.Run()
+	var se *supervise.StartError
+	switch {
+	case errors.As(err, &se) && se.Release != nil:
+		return cli.Exit(fmt.Sprintf("latch run: starting %s: %v; the release of %s token %d was not confirmed (%v): the lock may be held until %s",
+			argv[0], se.Err, t.Key, t.Token, se.Release, t.CurrentDeadline().UTC().Format(time.RFC3339Nano)), exitIndeterminate)
+	case err != nil:
+		return cli.Exit(fmt.Sprintf("latch run: starting %s: %v; the lock was released", argv[0], err), exitCannotRun)
+	case out.Release != nil: // reported, but the exit status stays the command's: the lease ends the lock anyway
+		stderrf(c, "latch run: release of %s token %d: %v (the lease ends it at %s)", t.Key, t.Token, out.Release, t.CurrentDeadline().UTC().Format(time.RFC3339Nano))
 	}
-	out := g.Supervise(plan)
-	releaseAfter(c, t)
-
 	switch {
 	case out.Lost:
 		return cli.Exit(fmt.Sprintf("latch run: %s was stopped because the server said the lock was no longer held", argv[0]), exitKilled)
@@ -140,74 +134,10 @@ func runAction(c *cli.Context) error {
 
 // runNotice prints what Supervise does and learns about the lease of t, which CMD name runs under.
 func runNotice(c *cli.Context, t *client.Ticket, name string, maxHold time.Duration) func(supervise.Event) {
-	at := func(e supervise.Event) string { return e.At.UTC().Format(time.RFC3339Nano) }
+	subject := supervise.Subject{Key: t.Key, Token: t.Token, Command: name, MaxHold: maxHold}
 	return func(e supervise.Event) {
-		switch e.Kind {
-		case supervise.EventTerm:
-			if e.Held {
-				stderrf(c, "latch run: --max-hold %s of %s ends at %s; sending SIGTERM", maxHold, t.Key, at(e))
-			} else {
-				stderrf(c, "latch run: lease of %s ends at %s; sending SIGTERM", t.Key, at(e))
-			}
-		case supervise.EventKill:
-			what := "lease"
-			if e.Held {
-				what = "--max-hold"
-			}
-			stderrf(c, "latch run: %s of %s is ending; sending SIGKILL", what, t.Key)
-		case supervise.EventEscalate:
-			stderrf(c, "latch run: a second signal; sending SIGKILL to the command's process group")
-		case supervise.EventLost:
-			stderrf(c, "latch run: the server says token %d no longer holds %s; sending SIGTERM now", t.Token, t.Key)
-		case supervise.EventUnsupported:
-			stderrf(c, "latch run: warning: the server cannot extend leases (no protocol revision 2); %s is stopped as the lease of %s ends at %s", name, t.Key, at(e))
-		case supervise.EventExtendFailed:
-			stderrf(c, "latch run: extending the lease of %s failed: %v; it ends at %s", t.Key, e.Err, at(e))
-		case supervise.EventPaused:
-			stderrf(c, "latch run: %s is stopped; its lease is not extended while it is (SIGTERM at %s)", name, at(e))
+		if line := subject.Text(e); line != "" {
+			stderrf(c, "latch run: %s", line)
 		}
-	}
-}
-
-// acquireOrSignal acquires, ending the attempt when one of sigs arrives.
-func acquireOrSignal(ctx context.Context, cl *client.Client, sigs <-chan os.Signal, key string, budget time.Duration, o client.AcquireOptions) (*client.Ticket, error) {
-	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-actx.Done():
-		}
-	}()
-	return cl.Acquire(actx, key, budget, o)
-}
-
-// startFailed releases the lock of a command that could not be started: 126 once the release
-// is confirmed, else 76 (the lock may be held until its lease ends).
-func startFailed(c *cli.Context, t *client.Ticket, name string, err error) error {
-	if rerr := release(t); rerr != nil {
-		return cli.Exit(fmt.Sprintf("latch run: starting %s: %v; the release of %s token %d was not confirmed (%v): the lock may be held until %s",
-			name, err, t.Key, t.Token, rerr, t.CurrentDeadline().UTC().Format(time.RFC3339Nano)), exitIndeterminate)
-	}
-	return cli.Exit(fmt.Sprintf("latch run: starting %s: %v; the lock was released", name, err), exitCannotRun)
-}
-
-// release gives the lock back within releaseTimeout; nil when confirmed (released, or it
-// held nothing any more).
-func release(t *client.Ticket) error {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
-	if err := t.Release(ctx); err != nil && !errors.Is(err, client.ErrNotHeld) {
-		return err
-	}
-	return nil
-}
-
-// releaseAfter gives the lock back once the command is gone. A failure is reported but does
-// not change the exit status: the lease ends the lock anyway.
-func releaseAfter(c *cli.Context, t *client.Ticket) {
-	if err := release(t); err != nil {
-		stderrf(c, "latch run: release of %s token %d: %v (the lease ends it at %s)", t.Key, t.Token, err, t.CurrentDeadline().UTC().Format(time.RFC3339Nano))
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,10 +14,12 @@ import (
 
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/creds"
 	"github.com/latchd/latch/cluster/logs"
 	"github.com/latchd/latch/cluster/member"
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/cluster/server"
+	"github.com/latchd/latch/cluster/single"
 	"github.com/latchd/latch/wire"
 )
 
@@ -82,24 +83,20 @@ func runServer(c *cli.Context) error {
 	if n := c.Int("max-conns"); n < 1 {
 		return fmt.Errorf("--max-conns %d: set it to at least 1", n)
 	}
-	cred, err := loadCredentials(c, log)
+	cred, err := creds.LoadSecrets(creds.SecretFiles{Client: c.String("secret-file"), Peer: c.String("peer-secret-file"), Admin: c.String("admin-secret-file")}, log)
 	if err != nil {
 		return err
 	}
-	secrets := cred.client
-	tlsCfg, err := loadServerTLS(c, log)
+	secrets := cred.Client
+	tlsCfg, err := creds.LoadTLS(creds.TLSFiles{Cert: c.String("tls-cert"), Key: c.String("tls-key"), CA: c.String("tls-ca"),
+		HTTPTLS: c.Bool("http-tls"), AdminCA: c.String("admin-tls-ca")}, log)
 	if err != nil {
 		return err
 	}
-	hosts, err := admin.NewHosts(c.String("http"), c.StringSlice("http-allowed-host")...)
-	if err != nil {
-		return fmt.Errorf("--http-allowed-host %w", err)
-	}
-	listen := c.String("listen")
-	if err := server.CheckListen(listen, len(secrets) > 0, c.Bool("insecure")); err != nil {
+	if err := server.CheckListen(c.String("listen"), len(secrets) > 0, c.Bool("insecure")); err != nil {
 		return err
 	}
-	fds, err := fitDescriptors(c, log, mode == "cluster")
+	fds, err := server.FitDescriptors(c.Int("max-conns"), c.IsSet("max-conns"), mode == "cluster", log)
 	if err != nil {
 		return err
 	}
@@ -129,132 +126,68 @@ func runServer(c *cli.Context) error {
 		Logger:      log.Named("server"),
 		Metrics:     metrics,
 	}
+	httpCfg := admin.DefaultHTTPConfig() // timeouts, header size and a connection cap (issue 11)
+	httpCfg.Logger = log.Named("http")
+	httpCfg.MaxConns = fds.HTTP // within the open-files limit, beside the client connections
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	var (
-		node *cluster.Node
-		srv  *server.Server
-		mem  *member.Member
-	)
+	var run running
 	if mode == "cluster" {
 		mcfg, err := memberConfig(c, log, cred, tlsCfg, nodeCfg, scfg)
 		if err != nil {
 			return err
 		}
-		if mem, err = member.Start(ctx, mcfg); err != nil {
-			if errors.Is(err, raftnode.ErrDataDirBroken) {
-				return cli.Exit("latch server: "+err.Error(), exitLocalIO)
-			}
+		mem, err := member.Start(ctx, mcfg)
+		if errors.Is(err, raftnode.ErrDataDirBroken) {
+			return cli.Exit("latch server: "+err.Error(), exitLocalIO)
+		} else if err != nil {
 			return err
 		}
-		node, srv = mem.Node(), mem.Server()
+		if err := mem.Serve(member.ServeConfig{Listen: c.String("listen"), TLS: tlsCfg.Client, HTTPServer: httpCfg, Boot: boot, Pprof: c.Bool("pprof")}); err != nil {
+			return err
+		}
+		run = mem
 	} else {
-		if node, err = cluster.NewNode(nodeCfg); err != nil {
+		cfg := single.Config{
+			Node: nodeCfg, Server: scfg, Listen: c.String("listen"), TLS: tlsCfg.Client,
+			HTTP: c.String("http"), HTTPTLS: tlsCfg.HTTP, HTTPServer: httpCfg, HTTPHosts: c.StringSlice("http-allowed-host"),
+			Insecure: c.Bool("insecure"), Pprof: c.Bool("pprof"), Logger: log,
+			Admin: admin.LocalConfig{
+				Boot:  boot,
+				Admin: admin.Credentials{AdminSecrets: cred.Admin, AdminCAs: tlsCfg.AdminCAs},
+				// The rule of cluster mode's checkPrincipals: a client or peer credential.
+				Credentialed: len(secrets) > 0 || len(cred.Peer) > 0 || tlsCfg.Peer != nil,
+			},
+		}
+		if run, err = single.Start(cfg); err != nil {
 			return err
 		}
-		if srv, err = server.New(scfg, node); err != nil {
-			return err
-		}
-		go node.Run()
 	}
-
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
-	}
-	if tlsCfg.client != nil {
-		ln = tls.NewListener(ln, tlsCfg.client) // handshakes run in each session, inside its deadline
-	}
-	hln, err := net.Listen("tcp", c.String("http"))
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("--http: %w", err)
-	}
-	ready := func() error {
-		if node.Stats().Draining {
-			return errors.New("shutting down")
-		}
-		if mem != nil {
-			return mem.Ready()
-		}
-		return nil
-	}
-	// /v1/status names this node and its run (boot): a signed admin call is good for them
-	// only. It reveals no key names and no lock contents (docs/SECURITY.md).
-	var opts admin.Options
-	if mem != nil {
-		opts = mem.AdminOptions(boot)
-	} else {
-		opts = admin.LocalOptions(node, admin.LocalConfig{
-			Boot:  boot,
-			Admin: admin.Credentials{AdminSecrets: cred.admin, AdminCAs: tlsCfg.adminCAs},
-			// The rule of cluster mode's checkPrincipals: a client or peer credential.
-			Credentialed: len(secrets) > 0 || len(cred.peer) > 0 || tlsCfg.peer != nil,
-			HTTP:         c.String("http"), Insecure: c.Bool("insecure"), Hosts: hosts,
-		}, log)
-	}
-	opts.Pprof = c.Bool("pprof")
-	httpCfg := admin.DefaultHTTPConfig() // timeouts, header size and a connection cap (issue 11)
-	httpCfg.Logger = log.Named("http")
-	httpCfg.MaxConns = fds.HTTP // within the open-files limit, beside the client connections
-	hs, hln := admin.NewHTTPServer(admin.Handler(metrics.Registry, ready, opts), hln, httpCfg)
-	if tlsCfg.http != nil {
-		hln = tls.NewListener(hln, tlsCfg.http) // inside the cap, which counts TCP connections
-	}
-
-	served := make(chan error, 2)
-	go func() { served <- srv.Serve(ln) }()
-	go func() { served <- hs.Serve(hln) }()
-	log.Info("latch serving", "mode", mode, "listen", ln.Addr().String(), "http", hln.Addr().String(),
-		"auth", len(secrets) > 0, "secrets", len(secrets), "peer_secrets", len(cred.peer), "admin_secrets", len(cred.admin),
-		"admin_certs", tlsCfg.adminCAs != nil, "tls", tlsCfg.client != nil, "max_conns", fds.MaxConns, "open_files_limit", fds.Limit, "http_tls", tlsCfg.http != nil, "http_hosts", opts.Hosts.Names(), "peer_mtls", tlsCfg.peer != nil, "token_floor", nodeCfg.TokenFloor, "version", version)
+	log.Info("latch serving", "mode", mode, "listen", run.Addr().String(), "http", run.HTTPAddr().String(),
+		"auth", len(secrets) > 0, "secrets", len(secrets), "peer_secrets", len(cred.Peer), "admin_secrets", len(cred.Admin),
+		"admin_certs", tlsCfg.AdminCAs != nil, "tls", tlsCfg.Client != nil, "max_conns", fds.MaxConns, "open_files_limit", fds.Limit, "http_tls", tlsCfg.HTTP != nil, "http_hosts", run.Hosts().Names(), "peer_mtls", tlsCfg.Peer != nil, "token_floor", nodeCfg.TokenFloor, "version", version)
 
 	select {
 	case <-ctx.Done():
 		log.Info("signal received; draining", "grace", shutdownGrace)
-	case err := <-served:
+	case err := <-run.Failed():
 		log.Error("listener failed; shutting down", "error", err)
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	var serr error
-	if mem != nil {
-		serr = mem.Stop(sctx)
-	} else {
-		serr = srv.Shutdown(sctx)
-		node.Close()
-	}
-	hs.Shutdown(sctx)
-	if serr != nil {
-		return fmt.Errorf("shutdown: %w", serr)
+	if err := run.Stop(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("latch stopped")
 	return nil
 }
 
-// fitDescriptors raises the open-files soft limit to the hard one and shares it out
-// (server.PlanDescriptors): an explicit --max-conns that does not fit is refused, the
-// default is lowered to fit, with a warning.
-func fitDescriptors(c *cli.Context, log hclog.Logger, cluster bool) (server.Descriptors, error) {
-	want := c.Int("max-conns")
-	before, limit, err := server.RaiseOpenFiles()
-	if err != nil {
-		log.Warn("cannot raise the open-files limit; sharing out the current one", "error", err)
-	}
-	d, err := server.PlanDescriptors(limit, want, cluster)
-	if err != nil {
-		return d, fmt.Errorf("--max-conns %d: %w", want, err)
-	}
-	if d.MaxConns < want {
-		if c.IsSet("max-conns") {
-			return d, fmt.Errorf("--max-conns %d does not fit the open-files limit %d: serving it takes about %d descriptors "+
-				"(connections, HTTP, peers, data dir); raise the limit (ulimit -n, systemd LimitNOFILE, the container runtime's nofile) "+
-				"or set --max-conns %d or lower", want, limit, d.Needed(want), d.MaxConns)
-		}
-		log.Warn("lowering --max-conns to fit the open-files limit; raise the limit (ulimit -n, LimitNOFILE) to serve more",
-			"max_conns", d.MaxConns, "default", want, "open_files_limit", limit)
-	}
-	log.Debug("open-files limit shared out", "open_files_limit", limit, "raised_from", before, "max_conns", d.MaxConns,
-		"http_conns", d.HTTP, "refusing", d.Refusing, "kept", d.Base)
-	return d, nil
+// running is a started server of either mode (single.Node, or a member.Member that serves)
+// as runServer logs, waits on and stops it.
+type running interface {
+	Addr() net.Addr
+	HTTPAddr() net.Addr
+	Hosts() admin.Hosts
+	Failed() <-chan error
+	Stop(ctx context.Context) error
 }

@@ -14,14 +14,14 @@ func usageErr(verb, format string, args ...any) error {
 	return cli.Exit(fmt.Sprintf("%s: %s (see %s --help)", name, fmt.Sprintf(format, args...), name), exitUsage)
 }
 
+// helpOnce wraps urfave/cli's help command (one value for the whole process) once.
+var helpOnce sync.Once
+
 // withUsage makes every usage error of app and its commands a one-line usageErr instead of
 // urfave/cli's whole help text and exit 1, gives the root and each command group an action
 // that refuses unknown verbs, and refuses arguments to leaf commands that take none (no
 // ArgsUsage). Required flags are checked by the actions (requireFlags): urfave/cli would
 // print the whole help for them.
-// helpOnce wraps urfave/cli's help command (one value for the whole process) once.
-var helpOnce sync.Once
-
 func withUsage(app *cli.App) *cli.App {
 	app.OnUsageError = func(c *cli.Context, err error, _ bool) error {
 		return usageErr("", "%v", err)

@@ -1,0 +1,129 @@
+package creds
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchd/latch/wire"
+)
+
+// SecretFiles name the secret files of the three principals ("" is none).
+type SecretFiles struct {
+	Client string // --secret-file
+	Peer   string // --peer-secret-file
+	Admin  string // --admin-secret-file
+}
+
+// Secrets are the secrets of a server, one list per principal (each nil when its file is not
+// given; otherwise at least one secret, the first used to prove, all accepted).
+type Secrets struct {
+	Client, Peer, Admin [][]byte
+}
+
+// LoadSecrets reads the three secret files and warns (on log) about a secret that two of
+// them share.
+func LoadSecrets(files SecretFiles, log hclog.Logger) (Secrets, error) {
+	var s Secrets
+	var err error
+	for _, f := range []struct {
+		flag, file string
+		to         *[][]byte
+	}{{"secret-file", files.Client, &s.Client}, {"peer-secret-file", files.Peer, &s.Peer}, {"admin-secret-file", files.Admin, &s.Admin}} {
+		if *f.to, err = ReadSecrets(f.flag, f.file, log); err != nil {
+			return s, err
+		}
+	}
+	warnShared(log, s)
+	return s, nil
+}
+
+// ReadSecrets reads the secret file that flag names ("" is none): one secret a line
+// (wire.ParseSecrets). log nil: no warning about a file others may read.
+func ReadSecrets(flag, file string, log hclog.Logger) ([][]byte, error) {
+	if file == "" {
+		return nil, nil
+	}
+	data, err := ReadKeyFile(flag, file, log)
+	if err != nil {
+		return nil, err
+	}
+	s, err := wire.ParseSecrets(data)
+	if err != nil {
+		return nil, fmt.Errorf("--%s %s: %w", flag, file, err)
+	}
+	return s, nil
+}
+
+// ReadSecret is the first secret of the file that flag names (the one a client proves), or
+// nil when it names none; log nil: no warning about a file others may read.
+func ReadSecret(flag, file string, log hclog.Logger) ([]byte, error) {
+	s, err := ReadSecrets(flag, file, log)
+	if len(s) == 0 {
+		return nil, err
+	}
+	return s[0], nil
+}
+
+// warnShared logs, once per pair, a secret that two principals share: then one of them can
+// pass for the other. That is a step of the upgrade from one secret to three (the peer and
+// admin files start with the old shared secret), never a place to stay.
+func warnShared(log hclog.Logger, s Secrets) {
+	lists := []struct {
+		flag string
+		s    [][]byte
+	}{{"--secret-file", s.Client}, {"--peer-secret-file", s.Peer}, {"--admin-secret-file", s.Admin}}
+	for i := range lists {
+		for j := i + 1; j < len(lists); j++ {
+			if shareOne(lists[i].s, lists[j].s) {
+				log.Warn("a secret is in two secret files: whoever holds it passes for both principals; finish the move to "+
+					"separate secrets (deploy/README.md, \"From one secret to three\")", "files", lists[i].flag+" "+lists[j].flag)
+			}
+		}
+	}
+}
+
+func shareOne(a, b [][]byte) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if bytes.Equal(x, y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ReadKeyFile reads a secret or private key file named by flag (wire.ReadKeyFile: a file
+// its group or others may write is refused) and, when log is set, warns once when others
+// than its owner may read it.
+func ReadKeyFile(flag, file string, log hclog.Logger) ([]byte, error) {
+	data, exposed, err := wire.ReadKeyFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	warnExposed(flag, file, exposed, log)
+	return data, nil
+}
+
+// ErrKeyFileWritable is ReadKeyFile's refusal of a file that others may write.
+var ErrKeyFileWritable = wire.ErrKeyFileWritable
+
+// CheckKeyMode is ReadKeyFile's rule on a file's permission bits (wire.CheckKeyMode), with
+// its warning.
+func CheckKeyMode(flag, file string, perm os.FileMode, mine bool, log hclog.Logger) error {
+	exposed, err := wire.CheckKeyMode(file, perm, mine)
+	if err != nil {
+		return fmt.Errorf("--%s: %w", flag, err)
+	}
+	warnExposed(flag, file, exposed, log)
+	return nil
+}
+
+func warnExposed(flag, file string, exposed bool, log hclog.Logger) {
+	if exposed && log != nil {
+		log.Warn("a secret or key file is readable by others than its owner", "flag", "--"+flag, "file", file, "fix", "chmod 600 "+file)
+	}
+}
