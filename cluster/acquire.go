@@ -125,7 +125,9 @@ func (n *Node) proposeAcquire(key []byte, op acqOp, now int64) {
 	n.ap.apply(fsm.Command{Kind: fsm.CmdAcquire, Key: key, Lease: op.lease}, then{kind: fsm.CmdAcquire, acq: op})
 }
 
-// acquired acts on the result of an acquire.
+// acquired acts on the result of an acquire: the waiter it carried is no longer proposed,
+// and the result decides what follows. current is whether the view it was decided in is the
+// one the node has now (same epoch, still leading).
 func (n *Node) acquired(key []byte, op acqOp, r fsm.Result, err error, now int64) {
 	current := op.epoch == n.epoch && n.leading.Load()
 	w := op.w
@@ -137,94 +139,103 @@ func (n *Node) acquired(key []byte, op acqOp, r fsm.Result, err error, now int64
 	}
 	switch {
 	case err != nil:
-		reason := outcome.Reason(err)
-		if w != nil {
-			n.retire(w, false)
-		}
-		n.fail(op.c, op.owner, reason)
-		if w != nil && current {
-			n.settle(w.ks, now)
-		}
+		n.acquireFailed(op, outcome.Reason(err), current, now)
 	case r.Kind == fsm.Granted:
-		if r.Token > n.last {
-			n.last = r.Token
-		}
-		if w != nil {
-			n.retire(w, false)
-		}
-		if current {
-			n.view.hold(r.Key, r.Token, op.lease, 0, now)
-			if w != nil {
-				n.view.tidy(w.ks)
-			}
-		}
-		if op.c.gone {
-			// Its connection closed while the grant was in the log: nobody will release it.
-			// When the view holds that grant (held just now, or rebuilt from the log by a
-			// newer Lead) it is freed through the view, in this epoch, so the view follows.
-			if h, ok := n.view.held.Lookup(r.Key); ok && tokenOf(h) == r.Token && !h.Parked() {
-				n.endHold(h.Key, key, relOp{token: r.Token, epoch: n.epoch}, now)
-			} else {
-				n.proposeRelease(key, relOp{token: r.Token, epoch: op.epoch})
-			}
-		} else {
-			n.m.acqAcquired.Inc()
-			n.m.grantLatency.Observe(time.Duration(now - op.readAt).Seconds())
-			if n.audit.on() {
-				n.audit.grant(key, r.Token, op.lease, op.c.from)
-			}
-			op.c.out.Reply(wire.Response{Op: wire.OpAcquire, Owner: op.owner, Token: uint64(r.Token), Age: op.age})
-		}
-		if n.last >= fsm.MaxToken {
-			n.log.Error("token counter exhausted: every later acquire fails with token_exhausted", "last_token", uint64(n.last))
-			n.failWaiters(wire.ReasonTokenExhausted)
-		}
+		n.granted(key, op, r, current, now)
 	case r.Kind == fsm.Held:
-		name, ok := n.view.name(key)
-		if !ok && current {
-			name, ok = string(key), true
-			n.view.hold(name, r.Holder.Token, r.Holder.Lease, r.Holder.Extensions, now) // the view missed a grant: heal it
-		}
-		switch {
-		case !current || !ok:
-			if w != nil {
-				n.retire(w, false)
-			}
-			n.fail(op.c, op.owner, wire.ReasonUnavailable)
-		case w != nil && n.draining:
-			n.retire(w, false)
-			n.fail(w.c, w.owner, wire.ReasonUnavailable)
-		case w != nil:
-			// The release or expiry in front of it did not free the key: back to the head.
-			if w.c.gone || now >= w.deadline {
-				n.retire(w, false)
-				if !w.c.gone {
-					n.m.acqTimeout.Inc()
-					w.c.out.Reply(wire.Response{Op: wire.OpTimeout, Owner: w.owner})
-				}
-				break
-			}
-			ks := n.view.state(name)
-			w.ks = ks
-			if ks.q == nil {
-				ks.q = &queue{}
-			}
-			ks.q.pushFront(w)
-		default:
-			n.enqueue(name, op, now, true)
-		}
+		n.heldAtApply(key, op, r, current, now)
 	case r.Kind == fsm.Exhausted:
 		n.last = fsm.MaxToken
-		if w != nil {
-			n.retire(w, false)
-		}
-		n.fail(op.c, op.owner, wire.ReasonTokenExhausted)
+		n.acquireFailed(op, wire.ReasonTokenExhausted, false, now)
 		n.failWaiters(wire.ReasonTokenExhausted)
 	default:
 		n.log.Error("unexpected acquire result", "kind", r.Kind)
+		n.acquireFailed(op, wire.ReasonInternal, false, now)
+	}
+}
+
+// acquireFailed answers an acquire that was not applied (or not as asked) with reason; a
+// waiter is retired and, in the current view, its key's queue moves on.
+func (n *Node) acquireFailed(op acqOp, reason wire.Reason, current bool, now int64) {
+	w := op.w
+	if w != nil {
+		n.retire(w, false)
+	}
+	n.fail(op.c, op.owner, reason)
+	if w != nil && current {
+		n.settle(w.ks, now)
+	}
+}
+
+// granted records a grant in the view and answers it, or, when the client's connection
+// closed while the grant was in the log, frees it again (nobody would release it).
+func (n *Node) granted(key []byte, op acqOp, r fsm.Result, current bool, now int64) {
+	w := op.w
+	if r.Token > n.last {
+		n.last = r.Token
+	}
+	if w != nil {
+		n.retire(w, false)
+	}
+	if current {
+		n.view.hold(r.Key, r.Token, op.lease, 0, now)
 		if w != nil {
-			n.retire(w, false)
+			n.view.tidy(w.ks)
 		}
-		n.fail(op.c, op.owner, wire.ReasonInternal)
+	}
+	switch {
+	case !op.c.gone:
+		n.m.acqAcquired.Inc()
+		n.m.grantLatency.Observe(time.Duration(now - op.readAt).Seconds())
+		if n.audit.on() {
+			n.audit.grant(key, r.Token, op.lease, op.c.from)
+		}
+		op.c.out.Reply(wire.Response{Op: wire.OpAcquire, Owner: op.owner, Token: uint64(r.Token), Age: op.age})
+	default:
+		// When the view holds that grant (held just now, or rebuilt from the log by a newer
+		// Lead) it is freed through the view, in this epoch, so the view follows.
+		if h, ok := n.view.held.Lookup(r.Key); ok && tokenOf(h) == r.Token && !h.Parked() {
+			n.endHold(h.Key, key, relOp{token: r.Token, epoch: n.epoch}, now)
+		} else {
+			n.proposeRelease(key, relOp{token: r.Token, epoch: op.epoch})
+		}
+	}
+	if n.last >= fsm.MaxToken {
+		n.log.Error("token counter exhausted: every later acquire fails with token_exhausted", "last_token", uint64(n.last))
+		n.failWaiters(wire.ReasonTokenExhausted)
+	}
+}
+
+// heldAtApply handles an acquire the log found held although the view showed the key free
+// (or a waiter's turn come): the view missed a grant and is healed, and the request waits
+// again (a waiter back at the head of its queue), unless it may no longer.
+func (n *Node) heldAtApply(key []byte, op acqOp, r fsm.Result, current bool, now int64) {
+	w := op.w
+	name, ok := n.view.name(key)
+	if !ok && current {
+		name, ok = string(key), true
+		n.view.hold(name, r.Holder.Token, r.Holder.Lease, r.Holder.Extensions, now)
+	}
+	switch {
+	case !current || !ok:
+		n.acquireFailed(op, wire.ReasonUnavailable, false, now)
+	case w != nil && n.draining:
+		n.acquireFailed(op, wire.ReasonUnavailable, false, now)
+	case w != nil && (w.c.gone || now >= w.deadline):
+		n.retire(w, false)
+		if !w.c.gone {
+			n.m.acqTimeout.Inc()
+			w.c.out.Reply(wire.Response{Op: wire.OpTimeout, Owner: w.owner})
+		}
+	case w != nil:
+		// The release or expiry in front of it did not free the key: back to the head.
+		ks := n.view.state(name)
+		w.ks = ks
+		if ks.q == nil {
+			ks.q = &queue{}
+		}
+		ks.q.pushFront(w)
+	default:
+		n.enqueue(name, op, now, true)
 	}
 }

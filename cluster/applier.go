@@ -68,8 +68,8 @@ func (a *localApplier) offered() fsm.Features { return fsm.KnownFeatures }
 type replicatedApplier struct {
 	n        *Node
 	rep      *Replicated
-	grouping bool       // between begin and end
-	group    []Proposal // what begin collected
+	grouping bool           // between begin and end
+	group    []fsm.Proposal // what begin collected
 }
 
 func (a *replicatedApplier) apply(cmd fsm.Command, then then) {
@@ -80,7 +80,7 @@ func (a *replicatedApplier) apply(cmd fsm.Command, then then) {
 		a.n.applied(cmd.Key, then, r, err, a.n.mono(a.n.clock.Now()))
 	}
 	if a.grouping {
-		a.group = append(a.group, Proposal{Cmd: cmd, Done: done})
+		a.group = append(a.group, fsm.Proposal{Cmd: cmd, Done: done})
 		return
 	}
 	a.rep.Propose.Submit(cmd, done)
@@ -94,7 +94,7 @@ func (a *replicatedApplier) end() {
 	g := a.group
 	a.group = nil
 	if gp, ok := a.rep.Propose.(GroupProposer); ok && len(g) > 1 {
-		gp.SubmitGroup(g)
+		gp.SubmitGroup(g...)
 		return
 	}
 	for _, p := range g {

@@ -16,17 +16,11 @@ type Proposer interface {
 	Submit(cmd fsm.Command, done func(fsm.Result, error))
 }
 
-// Proposal is one command and the callback that receives its result.
-type Proposal struct {
-	Cmd  fsm.Command
-	Done func(fsm.Result, error)
-}
-
 // GroupProposer is a Proposer that can put several commands in one log entry, in order, all
 // or none: a release and the grant to the key's next waiter then cost one disk sync.
 type GroupProposer interface {
 	Proposer
-	SubmitGroup(ps []Proposal)
+	SubmitGroup(ps ...fsm.Proposal)
 }
 
 // StateReader reads the applied lock table (the Raft FSM) between applies.

@@ -105,10 +105,10 @@ type laneLog struct {
 }
 
 func (l *laneLog) Submit(cmd fsm.Command, done func(fsm.Result, error)) {
-	l.SubmitGroup([]Proposal{{Cmd: cmd, Done: done}})
+	l.SubmitGroup(fsm.Proposal{Cmd: cmd, Done: done})
 }
 
-func (l *laneLog) SubmitGroup(ps []Proposal) {
+func (l *laneLog) SubmitGroup(ps ...fsm.Proposal) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.bigGroup = max(l.bigGroup, len(ps))

@@ -14,7 +14,7 @@ import (
 
 // Replier delivers responses to one client connection. The node calls Reply with its mutex
 // held, from whichever goroutine made the decision (a session's reader, a waiter's timer, the
-// sweep, the proposer's result dispatcher), so Reply must queue and return at once; a closed
+// sweep, raft's FSM goroutine through the proposer's pipeline), so Reply must queue and return at once; a closed
 // connection drops the response.
 type Replier interface {
 	Reply(r wire.Response)

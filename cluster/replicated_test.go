@@ -348,7 +348,7 @@ type groupLog struct {
 	groups []int
 }
 
-func (g *groupLog) SubmitGroup(ps []Proposal) {
+func (g *groupLog) SubmitGroup(ps ...fsm.Proposal) {
 	g.groups = append(g.groups, len(ps))
 	for _, p := range ps {
 		g.Submit(p.Cmd, p.Done)

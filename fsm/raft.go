@@ -47,6 +47,20 @@ type FSM struct {
 
 	// cmds is the decode scratch, reused across entries; guarded by mu.
 	cmds []Command
+
+	// OnApplied, if set before raft starts, is called on raft's FSM goroutine with every
+	// LogCommand entry and the response Apply gave it, in log order, after the table's lock
+	// is released (so it may Read). It is how the leader that proposed an entry answers its
+	// commands without a goroutine of its own (cluster/raftnode pipeline.go). It must
+	// return promptly: raft applies nothing meanwhile. It must not keep l.
+	OnApplied func(l *raft.Log, resp any)
+}
+
+// Proposal is one command on its way to the log and the callback that receives its result:
+// the unit the proposer (cluster/raftnode) takes and the lock node (cluster) hands it.
+type Proposal struct {
+	Cmd  Command
+	Done func(Result, error)
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -88,8 +102,12 @@ func NewFSM(floor Token) (*FSM, error) {
 // modified or retained.
 func (f *FSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.applyLocked(l)
+	resp := f.applyLocked(l)
+	f.mu.Unlock()
+	if f.OnApplied != nil && l.Type == raft.LogCommand {
+		f.OnApplied(l, resp)
+	}
+	return resp
 }
 
 // ApplyBatch applies several committed log entries under one lock
@@ -97,9 +115,16 @@ func (f *FSM) Apply(l *raft.Log) any {
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	resps := make([]any, len(logs))
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	for i, l := range logs {
 		resps[i] = f.applyLocked(l)
+	}
+	f.mu.Unlock()
+	if f.OnApplied != nil {
+		for i, l := range logs {
+			if l.Type == raft.LogCommand {
+				f.OnApplied(l, resps[i])
+			}
+		}
 	}
 	return resps
 }

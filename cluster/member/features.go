@@ -210,7 +210,7 @@ func submitWait(ctx context.Context, r *raftnode.Node, cmd fsm.Command) (fsm.Res
 		res fsm.Result
 		err error
 	}
-	done := make(chan result, 1) // the dispatcher never waits for this goroutine
+	done := make(chan result, 1) // the callback (on raft's FSM goroutine) never waits for this one
 	r.Submit(cmd, func(res fsm.Result, err error) { done <- result{res, err} })
 	t := time.NewTimer(enableTimeout)
 	defer t.Stop()

@@ -23,41 +23,24 @@ type raftAdapter struct {
 
 var errNotStarted = errors.New("raft is not started yet")
 
-// Submit implements cluster.Proposer. raftnode's errors already carry their outcome, which
-// the node maps to a wire reason (package outcome): they pass through unchanged.
+// Submit implements cluster.Proposer. raftnode's errors carry their outcome, which the node
+// maps to a wire reason (package outcome): they pass through unchanged.
 func (a *raftAdapter) Submit(cmd fsm.Command, done func(fsm.Result, error)) {
-	r := a.r.Load()
-	if r == nil {
-		go done(fsm.Result{}, outcome.New(outcome.Unavailable, errNotStarted))
-		return
-	}
-	r.Submit(cmd, func(res fsm.Result, err error) { done(res, withOutcome(err)) })
+	a.SubmitGroup(fsm.Proposal{Cmd: cmd, Done: done})
 }
 
 // SubmitGroup implements cluster.GroupProposer: the commands share one log entry.
-func (a *raftAdapter) SubmitGroup(ps []cluster.Proposal) {
+func (a *raftAdapter) SubmitGroup(ps ...fsm.Proposal) {
 	r := a.r.Load()
 	if r == nil {
-		for _, p := range ps {
-			a.Submit(p.Cmd, p.Done)
-		}
+		go func() {
+			for _, p := range ps {
+				p.Done(fsm.Result{}, outcome.New(outcome.Unavailable, errNotStarted))
+			}
+		}()
 		return
 	}
-	rps := make([]raftnode.Proposal, len(ps))
-	for i, p := range ps {
-		done := p.Done
-		rps[i] = raftnode.Proposal{Cmd: p.Cmd, Done: func(res fsm.Result, err error) { done(res, withOutcome(err)) }}
-	}
-	r.SubmitGroup(rps...)
-}
-
-// withOutcome returns err, unless it carries no outcome (raftnode promises one, so this is
-// defence): then it may or may not have been applied, the one answer that is never wrong.
-func withOutcome(err error) error {
-	if _, ok := outcome.Of(err); err != nil && !ok {
-		return outcome.New(outcome.Indeterminate, err)
-	}
-	return err
+	r.SubmitGroup(ps...)
 }
 
 // Confirm implements cluster.Confirmer.
@@ -67,7 +50,7 @@ func (a *raftAdapter) Confirm(done func(error)) {
 		go done(outcome.New(outcome.NotLeader, errNotStarted))
 		return
 	}
-	r.Confirm(func(err error) { done(withOutcome(err)) })
+	r.Confirm(done)
 }
 
 // Read implements cluster.StateReader.

@@ -37,7 +37,7 @@ const (
 	// establishAttempts is how many times a new leader tries its Barrier (and then the token
 	// floor) before it gives leadership away.
 	establishAttempts = 3
-	// shutdownGrace is how long the dispatcher still waits for a future after raft has shut
+	// shutdownGrace is how long the settle goroutine still waits for a future after raft has shut
 	// down: raft answers nothing after that, so the rest are answered Indeterminate.
 	shutdownGrace = 100 * time.Millisecond
 )

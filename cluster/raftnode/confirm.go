@@ -32,7 +32,7 @@ type confirms struct {
 	mu      sync.Mutex
 	waiting []*confirmCall // not yet answered, in call order
 	running bool           // a goroutine is running rounds
-	settled chan struct{}  // cap 1: the dispatcher answered an entry
+	settled chan struct{}  // cap 1: the pipeline answered an entry
 
 	patience time.Duration // the wait for an entry before a round; 0: piggybackWait (tests set it)
 	rounds   atomic.Uint64 // verification rounds run
@@ -73,7 +73,7 @@ func (n *Node) Confirm(done func(error)) {
 	}
 }
 
-// committed is called by the dispatcher once the entry numbered seq was committed and
+// committed is called by the pipeline once the entry numbered seq was committed and
 // applied: it answers every call waiting that began before the entry was handed to raft, in
 // the term the node still leads in.
 func (n *Node) committed(seq uint64) {

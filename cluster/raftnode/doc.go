@@ -125,13 +125,15 @@
 // # DESIGN: the proposer
 //
 // Many small commands must share disk syncs, and each client must learn its own command's
-// result in log order, so that package cluster's waiter bookkeeping stays exact. Three
-// goroutines and one queue do it:
+// result in log order, so that package cluster's waiter bookkeeping stays exact. One queue,
+// one proposer goroutine and the pipeline (pipeline.go) do it, and raft's own FSM goroutine
+// answers:
 //
-//	Submit ──> queue ──> proposer ──raft.Apply──> raft ──future──> waiter (one per entry)
-//	  │      (bounded)      │                                         │ closes done
-//	  │                     └──── entries, in proposal order ──> dispatcher ──> done(result)
-//	  └──── rejections (invalid, not leader, full, shut down) ─────────┘
+//	Submit ──> queue ──> proposer ──raft.Apply──> raft ──commit──> FSM goroutine: apply,
+//	  │      (bounded)      │                                          OnApplied ──> done(result)
+//	  │                     └── pipeline (entries in proposal order) ──┘
+//	  │                                 └─ settle goroutine: entries the FSM never applies here
+//	  └── rejections (invalid, not leader, full, shut down): done on a goroutine of their own
 //
 // In turn:
 //
@@ -140,24 +142,30 @@
 //     under its own mutex. The queue holds at most MaxQueue commands waiting to be packed;
 //     beyond that Submit rejects with ErrQueueFull rather than block (backpressure belongs to
 //     the node's admission gates, which keep it far below). Rejections do not go through raft
-//     and are answered by the dispatcher, never on the caller's goroutine, possibly before
+//     and are answered on a goroutine of their own, never on the caller's, possibly before
 //     the results of commands submitted earlier: they changed nothing.
 //   - The proposer takes the whole queue at once and packs it into entries of up to MaxBatch
-//     commands (fsm.AppendBatch; a SubmitGroup's commands always share an entry), then calls
-//     raft.Apply for each as soon as one of MaxInFlight window slots is free: it does not
-//     wait for an entry to commit before proposing the next. raft's leader loop stores
-//     whatever entries are queued with one bolt transaction, and replication pipelines them,
-//     so under load one disk sync covers hundreds of commands, and batches grow with the
-//     load by themselves (the commands that arrive during one sync fill the next entry).
+//     commands (fsm.AppendBatch; a SubmitGroup's commands always share an entry), puts each
+//     at the pipeline's tail and calls raft.Apply as soon as one of MaxInFlight window slots
+//     is free: it does not wait for an entry to commit before proposing the next. raft's
+//     leader loop stores whatever entries are queued in one write, and replication pipelines
+//     them, so under load one disk sync covers hundreds of commands, and batches grow with
+//     the load by themselves (the commands that arrive during one sync fill the next entry).
 //     If the node is not the established leader (or is shutting down), it does not propose
 //     and the entry carries the rejection instead.
-//   - For each proposed entry a small goroutine blocks in the future's Error and closes the
-//     entry's done channel. The dispatcher takes entries in proposal order (which is log
-//     order) and waits for each done until the entry's deadline (ApplyTimeout after the
-//     enqueue), or, once raft has shut down, for a short grace, then calls every command's
-//     done in order, with its fsm.Result or the classified error, and frees the slot. It is
-//     the only goroutine that calls done, so callbacks never run concurrently and a done
-//     that blocks holds up everything after it.
+//   - raft's FSM goroutine applies each committed entry (fsm.FSM.ApplyBatch) and then calls
+//     the FSM's OnApplied hook, which is the pipeline's applied: on the leader that proposed
+//     it, the entry is the pipeline's head (raft hands the FSM the very data slice the
+//     proposer gave raft.Apply, which is how it is found), and its commands' done callbacks
+//     run right there, in order, with their fsm.Result; the slot is freed. No goroutine waits
+//     per entry. An entry the FSM will not apply while this node leads is answered by the
+//     settle goroutine from its future, bounded by the entry's deadline (ApplyTimeout after
+//     the enqueue) or, once raft has shut down, by a short grace: an entry of a leader that
+//     lost its leadership, or of a node shutting down, one past its deadline (Indeterminate),
+//     one never proposed, and one raft never appended (a later entry was applied first).
+//     Whoever answers holds the pipeline's busy flag, so done calls never run concurrently,
+//     come in log order, and a done that blocks holds up everything after it, raft's applies
+//     included: it must return promptly and never wait for raft.
 //
 // The whole batch shares one fate: if an entry's outcome is unknown, it is unknown for each
 // of its commands. Measured with BenchmarkSubmit3Nodes (3 nodes in one process on loopback

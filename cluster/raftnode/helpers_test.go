@@ -21,7 +21,7 @@ import (
 )
 
 // A raft future that raft never answers after its shutdown (hashicorp/raft issue 498) pins
-// the goroutine waiting on it; that is the one leak the package accepts (see entry.wait).
+// the goroutine waiting on it; that is the one leak the package accepts (see await).
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
 }

@@ -42,6 +42,7 @@ func (n *Node) monitor() {
 		n.leading.Store(false)
 		close(stop)
 		n.leadMu.Unlock()
+		notify(n.pipe.kick) // what is in flight may never be applied here: settle it
 		stopping = true
 	}
 	for {

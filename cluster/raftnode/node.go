@@ -52,19 +52,17 @@ type Node struct {
 	monitorDone chan struct{}
 	watchDone   chan struct{} // closed when watchLeader returned (at once without OnLeaderChange)
 
-	// Proposer (proposer.go).
-	q            queue
-	slots        chan struct{} // window of entries in flight: a send takes a slot
-	inflight     chan *entry   // proposer -> dispatcher, in proposal order
-	rejectSig    chan struct{} // cap 1: rejects are waiting
-	stopPropose  chan struct{}
-	proposeDone  chan struct{}
-	dispatchDone chan struct{}
-	raftDown     chan struct{} // closed once raft has shut down: no future is answered after it
-	entries      atomic.Uint64 // entries proposed to raft
-	commands     atomic.Uint64 // commands in them
+	// Proposer (proposer.go) and the pipeline that answers its entries (pipeline.go).
+	q           queue
+	pipe        pipeline
+	slots       chan struct{} // window of entries in flight: a send takes a slot
+	stopPropose chan struct{}
+	proposeDone chan struct{}
+	raftDown    chan struct{} // closed once raft has shut down: no future is answered after it
+	entries     atomic.Uint64 // entries proposed to raft
+	commands    atomic.Uint64 // commands in them
 	// proposed numbers the entries handed to raft.Apply (the proposer counts it up just
-	// before each), answered the last of them the dispatcher has answered: what is in
+	// before each), answered the last of them the pipeline has answered: what is in
 	// between is in flight. Leadership confirmations ride on them (confirm.go).
 	proposed atomic.Uint64
 	answered atomic.Uint64
@@ -150,17 +148,17 @@ func Open(cfg Config) (*Node, error) {
 		monitorDone:  make(chan struct{}),
 		watchDone:    make(chan struct{}),
 		slots:        make(chan struct{}, cfg.MaxInFlight),
-		inflight:     make(chan *entry, cfg.MaxInFlight+1),
-		rejectSig:    make(chan struct{}, 1),
 		stopPropose:  make(chan struct{}),
 		proposeDone:  make(chan struct{}),
-		dispatchDone: make(chan struct{}),
 		raftDown:     make(chan struct{}),
 		shutdownDone: make(chan struct{}),
 		promiseStop:  make(chan struct{}),
 		promiseDone:  make(chan struct{}),
 	}
 	n.q.signal = make(chan struct{}, 1)
+	n.pipe.kick = make(chan struct{}, 1)
+	n.pipe.drained = make(chan struct{})
+	f.OnApplied = n.applied // before raft starts: the FSM is raft's from then on
 	n.conf.settled = make(chan struct{}, 1)
 	n.ready.ask = cfg.LeaderCommit
 	n.ready.ctx, n.ready.cancel = context.WithCancel(context.Background())
@@ -256,7 +254,7 @@ func Open(cfg Config) (*Node, error) {
 		close(n.watchDone)
 	}
 	go n.propose()
-	go n.dispatch()
+	go n.settle()
 	return n, nil
 }
 
@@ -321,7 +319,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 
 	close(n.stopPropose)
 	close(n.stopMonitor)
-	for _, ch := range []chan struct{}{n.proposeDone, n.dispatchDone, n.monitorDone, n.watchDone} {
+	for _, ch := range []chan struct{}{n.proposeDone, n.pipe.drained, n.monitorDone, n.watchDone} {
 		select {
 		case <-ch:
 		case <-ctx.Done():

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,7 +59,7 @@ func TestSingleNodeBootstrap(t *testing.T) {
 	entries := n.Status().Entries
 	ch := make(chan outcome, 2)
 	cb := func(r fsm.Result, err error) { ch <- outcome{r, err} }
-	n.SubmitGroup(Proposal{release("b", floor+2), cb}, Proposal{acquire("b"), cb})
+	n.SubmitGroup(fsm.Proposal{Cmd: release("b", floor+2), Done: cb}, fsm.Proposal{Cmd: acquire("b"), Done: cb})
 	for _, want := range []fsm.ResultKind{fsm.Released, fsm.Granted} {
 		o := <-ch
 		if o.err != nil || o.res.Kind != want {
@@ -70,10 +71,10 @@ func TestSingleNodeBootstrap(t *testing.T) {
 	}
 
 	// Groups that cannot be proposed are rejected whole.
-	big := make([]Proposal, n.cfg.MaxBatch+1)
+	big := make([]fsm.Proposal, n.cfg.MaxBatch+1)
 	errs := make(chan error, len(big))
 	for i := range big {
-		big[i] = Proposal{acquire("x"), func(_ fsm.Result, err error) { errs <- err }}
+		big[i] = fsm.Proposal{Cmd: acquire("x"), Done: func(_ fsm.Result, err error) { errs <- err }}
 	}
 	n.SubmitGroup(big...)
 	for range big {
@@ -81,8 +82,8 @@ func TestSingleNodeBootstrap(t *testing.T) {
 			t.Fatalf("oversized group: %v", err)
 		}
 	}
-	n.SubmitGroup(Proposal{acquire("y"), func(_ fsm.Result, err error) { errs <- err }},
-		Proposal{fsm.Command{Kind: 99, Key: []byte("z")}, func(_ fsm.Result, err error) { errs <- err }})
+	n.SubmitGroup(fsm.Proposal{Cmd: acquire("y"), Done: func(_ fsm.Result, err error) { errs <- err }},
+		fsm.Proposal{Cmd: fsm.Command{Kind: 99, Key: []byte("z")}, Done: func(_ fsm.Result, err error) { errs <- err }})
 	if err := <-errs; !errors.Is(err, ErrGroupRejected) {
 		t.Fatalf("valid command of a bad group: %v", err)
 	}
@@ -190,22 +191,31 @@ func TestQueueFull(t *testing.T) {
 	gate, entered := make(chan struct{}), make(chan struct{})
 	n.Submit(acquire("first"), func(fsm.Result, error) {
 		close(entered)
-		<-gate
+		<-gate // holds up raft's FSM goroutine, and with it every later result
 	})
 	<-entered
+	// The callbacks take mu, which the test holds while it submits: a done called on
+	// Submit's goroutine would deadlock here.
+	var mu sync.Mutex
 	outs := make(chan outcome, 5)
+	mu.Lock()
 	for i := range 5 {
-		n.Submit(acquire(string(rune('a'+i))), func(r fsm.Result, err error) { outs <- outcome{r, err} })
+		n.Submit(acquire(string(rune('a'+i))), func(r fsm.Result, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			outs <- outcome{r, err}
+		})
 	}
-	// Nothing is answered, not even the rejection: done never runs on Submit's goroutine.
-	select {
-	case o := <-outs:
-		t.Fatalf("answered while the dispatcher is busy: %+v", o)
-	case <-time.After(50 * time.Millisecond):
+	mu.Unlock()
+	// The one over MaxQueue is rejected at once, while the results of the rest still wait
+	// for the entry ahead of them: a rejection waits for nothing.
+	o := <-outs
+	if !errors.Is(o.err, oc.Unavailable) || !errors.Is(o.err, ErrQueueFull) {
+		t.Fatalf("first answer: %+v %v, want the queue-full rejection", o.res, o.err)
 	}
 	close(gate)
-	granted, full := 0, 0
-	for range 5 {
+	granted, full := 0, 1
+	for range 4 {
 		o := <-outs
 		switch {
 		case o.err == nil && o.res.Kind == fsm.Granted:

@@ -49,9 +49,10 @@ func (n *Net) Transport(addr raft.ServerAddress) *raft.InmemTransport {
 	return tr
 }
 
-// Down disconnects every other transport from addr, as if its process had stopped: their
-// RPCs to it fail at once, as a refused TCP connection does, rather than time out. Transports
-// made later do not reach it either, until a Transport at addr brings it back.
+// Down disconnects every other transport from addr and addr from every other, as if its
+// process had stopped (or its host were cut off): RPCs either way fail at once, as a refused
+// TCP connection does, rather than time out. Transports made later do not reach it either,
+// until a Transport at addr brings it back.
 func (n *Net) Down(addr raft.ServerAddress) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -59,6 +60,9 @@ func (n *Net) Down(addr raft.ServerAddress) {
 		n.down = map[raft.ServerAddress]bool{}
 	}
 	n.down[addr] = true
+	if tr := n.trs[addr]; tr != nil {
+		tr.DisconnectAll()
+	}
 	for a, other := range n.trs {
 		if a != addr {
 			other.Disconnect(addr)
