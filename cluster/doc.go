@@ -16,7 +16,8 @@
 // extend.go (revision 2's extend, and which revisions the node serves),
 // handoff.go (a freed key goes to its next waiter), waiters.go (queues and wait timers),
 // expire.go (the single-mode sweep, lazy expiry, and the leader's expiry timer and lane), leader.go (Lead and Follow), view.go
-// (what the deciding node knows of its keys), applier.go, admission.go.
+// (what the deciding node knows of its keys), applier.go, admission.go, forwarded.go (a
+// follower's forwarded acquire: its grant, when the session has gone, is released).
 //
 // What the package owns:
 //   - dispatch: acquire, release and ping semantics of docs/protocol.md section 7;

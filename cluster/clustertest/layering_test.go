@@ -37,15 +37,15 @@ var layers = []layer{
 	// raftnode is the replicated log under fsm; cluster/member wires it to cluster.
 	// cluster/outcome is the outcome vocabulary raftnode reports in (it maps outcomes to wire
 	// reasons, hence wire).
-	{pkg: "cluster/raftnode", only: []string{"fsm", "cluster/ratelog", "cluster/outcome", "wire"}},
+	{pkg: "cluster/raftnode", only: []string{"fsm", "cluster/internal/ratelog", "cluster/outcome", "wire"}},
 	{pkg: "cluster/outcome", only: []string{"wire"}},
 	// The process logger: hclog and the standard library only.
-	{pkg: "cluster/logs", only: []string{}},
+	{pkg: "cmd/latch/internal/logs", only: []string{}},
 	{pkg: "cluster", never: []string{"cluster/raftnode"}},
 	// Single mode has no peers: no member, no peer port, no forwarding.
 	{pkg: "cluster/single", never: []string{"cluster/member", "cluster/peer", "cluster/forward"}},
 	// Credential files: the wire's key-file rule and the peer port's mutual TLS, no node.
-	{pkg: "cluster/creds", only: []string{"wire", "cluster/peer", "cluster/netpeek", "cluster/ratelog"}},
+	{pkg: "cluster/creds", only: []string{"wire", "cluster/peer", "cluster/internal/netpeek", "cluster/internal/ratelog"}},
 }
 
 // testOnly are imported by _test.go files (and by one another) only.

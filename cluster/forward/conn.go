@@ -41,7 +41,6 @@ func (c *conn) leases() bool { return c.revs&wire.FlagLeases != 0 }
 type delivery struct {
 	out cluster.Replier
 	r   wire.Response
-	key []byte // the request's key, to give a grant back when its session is gone
 }
 
 // read is c's reader goroutine: it matches each answer to its request by link owner and
@@ -59,10 +58,6 @@ func (l *Link) read(c *conn) {
 		if n > 0 {
 			ds, why = c.match(dec, buf[:n], ds[:0])
 			for _, d := range ds {
-				if d.r.Op == wire.OpAcquire && gone(d.out) {
-					l.giveBack(d.key, d.r.Token)
-					continue
-				}
 				d.out.Reply(d.r)
 			}
 			clear(ds) // keep no session alive from here
@@ -108,7 +103,7 @@ func (c *conn) match(dec *wire.Decoder, p []byte, ds []delivery) ([]delivery, st
 			return ds, fmt.Sprintf("the leader sent %v for owner %d, which no request in flight can get", r.Op, r.Owner)
 		}
 		delete(c.inflight, r.Owner)
-		ds = append(ds, delivery{out: e.out, r: relayed(r, e.owner), key: e.key})
+		ds = append(ds, delivery{out: e.out, r: relayed(r, e.owner)})
 	}
 	return ds, ""
 }

@@ -58,6 +58,8 @@
 // reference to a request's decoder buffer after Forward returns.
 //
 // The follower's client connection closing leaves its requests on the leader (there is no
-// way to cancel one in latch/1); their answers are dropped by the session's Replier, and the
-// link forgets them when they arrive or their connection fails.
+// way to cancel one in latch/1); their answers go to the Replier the session gave Forward,
+// like any other, and the link forgets them when they arrive or their connection fails.
+// What becomes of a grant nobody will use is not the link's decision: the session's replier
+// for a forwarded acquire (cluster.Node.Forwarded) releases it.
 package forward

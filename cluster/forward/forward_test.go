@@ -260,8 +260,8 @@ func TestClientGoneLeavesNoLinkState(t *testing.T) {
 	p.follower.waitConns(t, 0)
 	holder.Send(t, wiretest.Release(3, tok, "k"))
 	holder.ExpectOp(t, wire.OpRelease, 3)
-	// Granted to the link, whose client has gone: the link gives the grant back (latch/1 has
-	// no cancel), so the key ends free and the link idle.
+	// Granted to the link, whose client has gone: the follower's node gives the grant back
+	// through the link (latch/1 has no cancel), so the key ends free and the link idle.
 	eventually(t, 10*time.Second, "the grant given back", func() bool {
 		st := p.leader.node.Stats()
 		return st.Keys == 0 && st.Waiters == 0
@@ -309,9 +309,9 @@ func TestLeaderChange(t *testing.T) {
 }
 
 // TestGrantToADepartedClientIsGivenBack: a follower's client waits on the leader, then goes
-// away; when the lock comes free the leader grants the forwarded waiter, and the link, finding
-// the client's session closed, releases that grant instead of leaving the lock held for its
-// whole lease.
+// away; when the lock comes free the leader grants the forwarded waiter, and the follower's
+// node (cluster.Node.Forwarded), finding the client's session detached, releases that grant
+// through the link instead of leaving the lock held for its whole lease.
 func TestGrantToADepartedClientIsGivenBack(t *testing.T) {
 	p := startPair(t)
 	holder := p.leader.dial(t)

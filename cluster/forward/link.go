@@ -276,22 +276,3 @@ func answer(es []*entry, reason wire.Reason) {
 		e.out.Reply(errorFor(e.owner, reason))
 	}
 }
-
-// gone reports whether out's connection has closed, when out can tell (a server session can).
-func gone(out cluster.Replier) bool {
-	c, ok := out.(interface{ Closed() bool })
-	return ok && c.Closed()
-}
-
-// giveBack releases a grant whose client went away while it waited on the leader: nobody
-// else would release it before its lease ends.
-func (l *Link) giveBack(key []byte, token uint64) {
-	l.log.Info("granted to a client that has gone; releasing it", "key", string(key), "token", token)
-	l.Forward(&wire.Request{Op: wire.OpRelease, Owner: 1, Token: token, Key: key}, l.cfg.Now(), discard{})
-}
-
-// discard is the Replier of a give-back release: its answer matters to no one.
-type discard struct{}
-
-// Reply implements cluster.Replier.
-func (discard) Reply(wire.Response) {}

@@ -14,14 +14,10 @@ import (
 	"github.com/latchd/latch/cluster/clustertest"
 )
 
-// adminHandler is a member's admin HTTP handler for cluster c (its membership), with no
+// adminHandler is a member's admin HTTP handler over a (its membership and locks), with no
 // credential to check: the tests call it without signing.
-func adminHandler(c admin.Cluster) http.Handler {
-	o := admin.Options{Cluster: c}
-	if l, ok := c.(admin.Locks); ok {
-		o.Locks = l
-	}
-	return admin.Handler(prometheus.NewRegistry(), func() error { return nil }, o)
+func adminHandler(a Admin) http.Handler {
+	return admin.Handler(prometheus.NewRegistry(), func() error { return nil }, admin.Options{Cluster: a, Locks: a})
 }
 
 // call answers one admin request with h.

@@ -256,15 +256,17 @@ func (m *Member) ID() string { return m.id }
 // Metrics is the set the node, raft and forwarding report to.
 func (m *Member) Metrics() *cluster.Metrics { return m.cfg.Node.Metrics }
 
-// Admin is the membership and backup side of the admin HTTP API: a follower forwards it
-// to the leader.
-func (m *Member) Admin() admin.Cluster {
-	return membership{rp: &m.rp, mux: m.mux, id: m.id, forward: true, locks: m.node, feat: m.feat}
+// Admin is what a member answers on the admin HTTP API besides its own status: membership
+// and backups (admin.Cluster) and the lock inspection and forced release of /v1/locks
+// (admin.Locks). The leader answers; a follower forwards to it.
+type Admin interface {
+	admin.Cluster
+	admin.Locks
 }
 
-// Locks is the lock inspection and forced release of /v1/locks: answered by the leader,
-// forwarded there from a follower.
-func (m *Member) Locks() admin.Locks {
+// Admin is this member's side of the admin HTTP API (see type Admin): AdminOptions puts it
+// in both admin.Options.Cluster and admin.Options.Locks.
+func (m *Member) Admin() Admin {
 	return membership{rp: &m.rp, mux: m.mux, id: m.id, forward: true, locks: m.node, feat: m.feat}
 }
 
@@ -279,14 +281,15 @@ func (m *Member) Leases() bool { return m.feat.leases() }
 // answers to (Config.hosts, checked by Validate).
 func (m *Member) AdminOptions(boot string) admin.Options {
 	hosts, _ := m.cfg.hosts()
+	a := m.Admin()
 	return admin.Options{
 		Hosts: hosts,
 		Status: func() any {
 			return map[string]any{"mode": "cluster", "id": m.id, "boot": boot, "node": m.node.Stats(), "raft": m.raft.Status(),
 				"features": map[string]bool{"leases": m.feat.leases()}}
 		},
-		Cluster:  m.Admin(),
-		Locks:    m.Locks(),
+		Cluster:  a,
+		Locks:    a,
 		Verifier: admin.NewVerifier(admin.Target{Node: m.id, Boot: boot}, m.cfg.Admin, nil),
 	}
 }

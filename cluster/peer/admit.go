@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/latchd/latch/cluster/netpeek"
+	"github.com/latchd/latch/cluster/internal/netpeek"
 )
 
 // table holds the connections between accept and the end of their handshake, grouped by

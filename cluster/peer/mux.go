@@ -14,7 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/latchd/latch/cluster/ratelog"
+	"github.com/latchd/latch/cluster/internal/ratelog"
 )
 
 // channelBacklog is how many authenticated connections wait for their channel's Accept. A

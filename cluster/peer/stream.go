@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/latchd/latch/cluster/ratelog"
+	"github.com/latchd/latch/cluster/internal/ratelog"
 )
 
 // ErrNotAdvertisable is returned by NewStreamLayer when the address other nodes would be told

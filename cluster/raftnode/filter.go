@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/latchd/latch/cluster/ratelog"
+	"github.com/latchd/latch/cluster/internal/ratelog"
 )
 
 // snapshotDrainLimit is the largest refused InstallSnapshot whose data the filter reads to

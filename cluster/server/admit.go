@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/latchd/latch/cluster/netpeek"
+	"github.com/latchd/latch/cluster/internal/netpeek"
 )
 
 // staleHandshake: a connection still in the handshake this long after accept may make room

@@ -26,7 +26,8 @@
 //
 // Cluster mode: while Config.Router says the node is not the leader, a session hands each
 // checked acquire and release to the Router (cluster/forward) instead of the node; pings stay
-// local. ServePeer runs a follower's forward link as a session that starts ready (the peer
+// local. An acquire is handed over with the node's replier for it (cluster.Node.Forwarded),
+// so that a grant which comes back after the client left is the node's to release. ServePeer runs a follower's forward link as a session that starts ready (the peer
 // port authenticated it) and never forwards again.
 //
 // The package must never decide lock semantics (the node does) or parse bytes by hand (wire

@@ -55,6 +55,11 @@ func (ss *session) route(rt Router, r *wire.Request, readAt time.Time) {
 		ss.Reply(wire.Response{Op: wire.OpError, Owner: r.Owner, Reason: wire.ReasonUnavailable})
 		return
 	}
+	if r.Op == wire.OpAcquire {
+		// A grant that comes back after this session is gone is the node's to release.
+		rt.Forward(r, readAt, ss.srv.node.Forwarded(ss.conn, r.Key, rt))
+		return
+	}
 	rt.Forward(r, readAt, ss)
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchd/latch/cluster"
-	"github.com/latchd/latch/cluster/ratelog"
+	"github.com/latchd/latch/cluster/internal/ratelog"
 	"github.com/latchd/latch/wire"
 )
 

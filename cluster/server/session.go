@@ -111,14 +111,6 @@ func (ss *session) Reply(r wire.Response) {
 	}
 }
 
-// Closed reports whether the session has ended. A forwarding link uses it to give back a
-// grant that arrives after the client left.
-func (ss *session) Closed() bool {
-	ss.omu.Lock()
-	defer ss.omu.Unlock()
-	return ss.closed
-}
-
 // writeLoop flushes replies decided outside the reader's batches.
 func (ss *session) writeLoop() {
 	defer ss.srv.wg.Done()
@@ -263,11 +255,14 @@ func (ss *session) evicted() bool { return ss.hs.evicted.Load() && ss.state != r
 // close ends the session: no more replies, the node forgets its waiters, and the socket is
 // closed after a short linger so the last reply reaches the client.
 func (ss *session) close() {
+	// Detached first: from the moment replies are dropped, the node knows the session is
+	// gone, so a grant that still arrives for it (its own, or a forwarded one: Node.Forwarded)
+	// is released by the node instead of being lost with the connection.
+	ss.srv.node.Detach(ss.conn)
 	ss.omu.Lock()
 	ss.closed = true
 	ss.omu.Unlock()
 	close(ss.done)
-	ss.srv.node.Detach(ss.conn)
 	if ss.evicted() {
 		// It sent nothing, so no unread input can turn the close into a reset; and a flood
 		// of evictions must not hold a descriptor each for the linger.

@@ -15,11 +15,11 @@ import (
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/cluster/creds"
-	"github.com/latchd/latch/cluster/logs"
 	"github.com/latchd/latch/cluster/member"
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/cluster/server"
 	"github.com/latchd/latch/cluster/single"
+	"github.com/latchd/latch/cmd/latch/internal/logs"
 	"github.com/latchd/latch/wire"
 )
 
