@@ -37,8 +37,7 @@ type Member struct {
 	// (remember.go).
 	stopRemember context.CancelFunc
 	adapter      *raftAdapter
-	rp           atomic.Pointer[raftnode.Node] // nil until raft is open
-	raft         *raftnode.Node
+	rp           atomic.Pointer[raftnode.Node] // the raft node: nil until raft is open (Start opens it)
 	id, adv      string
 	stopJoin     context.CancelFunc
 	serving      *serving // the listeners of Serve (serve.go); nil before
@@ -67,7 +66,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	adapter := &raftAdapter{}
+	adapter := &raftAdapter{r: &m.rp}
 	m.adapter = adapter
 	m.cfg.Node.Replicated = &cluster.Replicated{Propose: adapter, State: adapter, Confirm: adapter, Remembered: rem.get}
 	if m.node, err = cluster.NewNode(m.cfg.Node); err != nil {
@@ -98,7 +97,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 		m.mux.Close()
 		return nil, err
 	}
-	registerRaftMetrics(m.cfg.Node.Metrics.Registry, m.raft)
+	registerRaftMetrics(m.cfg.Node.Metrics.Registry, m.rp.Load())
 	registerFeatureMetrics(m.cfg.Node.Metrics.Registry, m.feat)
 	go m.serveForwarded(peer.ChannelForward, 0)
 	go m.serveForwarded(peer.ChannelForwardLeases, wire.FlagLeases)
@@ -160,10 +159,8 @@ func (m *Member) openRaft(stream *peer.StreamLayer, dir string, adapter *raftAda
 	if err != nil {
 		return err
 	}
-	m.raft = r
-	m.rp.Store(r)
-	adapter.r.Store(r)
 	adapter.fsm.Store(r.FSM())
+	m.rp.Store(r)
 	return nil
 }
 
@@ -226,13 +223,13 @@ func (m *Member) startJoin() {
 		secret = m.cfg.Peer.Secrets[0]
 	}
 	target := admin.NewRemote(m.cfg.Join, m.cfg.JoinTLS)
-	go join(ctx, m.log.Named("join"), m.raft, m.cfg.Join, target, m.id, m.adv, secret)
+	go join(ctx, m.log.Named("join"), m.rp.Load(), m.cfg.Join, target, m.id, m.adv, secret)
 }
 
 // Ready is nil when this member can serve clients: raft is ready and, on a follower, the
 // forwarding link knows the leader.
 func (m *Member) Ready() error {
-	if err := m.raft.Ready(); err != nil {
+	if err := m.rp.Load().Ready(); err != nil {
 		return err
 	}
 	if !m.node.Leading() && m.link.Stats().Leader == "" {
@@ -248,7 +245,7 @@ func (m *Member) Node() *cluster.Node { return m.node }
 func (m *Member) Server() *server.Server { return m.srv }
 
 // Raft is the member's raft node.
-func (m *Member) Raft() *raftnode.Node { return m.raft }
+func (m *Member) Raft() *raftnode.Node { return m.rp.Load() }
 
 // ID is this member's --id.
 func (m *Member) ID() string { return m.id }
@@ -285,7 +282,7 @@ func (m *Member) AdminOptions(boot string) admin.Options {
 	return admin.Options{
 		Hosts: hosts,
 		Status: func() any {
-			return map[string]any{"mode": "cluster", "id": m.id, "boot": boot, "node": m.node.Stats(), "raft": m.raft.Status(),
+			return map[string]any{"mode": "cluster", "id": m.id, "boot": boot, "node": m.node.Stats(), "raft": m.rp.Load().Status(),
 				"features": map[string]bool{"leases": m.feat.leases()}}
 		},
 		Cluster:  a,
@@ -305,7 +302,7 @@ func (m *Member) Stop(ctx context.Context) error {
 	// and new acquires are answered E unavailable, and followers' links move to the next
 	// leader, before the sessions close. Nothing sent meanwhile is lost with a connection.
 	m.srv.Drain()
-	if err := m.raft.StepDown(ctx); err != nil {
+	if err := m.rp.Load().StepDown(ctx); err != nil {
 		m.log.Warn("leadership transfer before stopping failed; the cluster elects a leader after its timeout", "error", err)
 	}
 	serr := m.srv.Shutdown(ctx)
@@ -316,7 +313,7 @@ func (m *Member) Stop(ctx context.Context) error {
 	m.feat.close()
 	m.stopRemember()
 	m.link.Close()
-	if err := m.raft.Shutdown(ctx); err != nil {
+	if err := m.rp.Load().Shutdown(ctx); err != nil {
 		m.log.Warn("raft shutdown", "error", err)
 	}
 	m.mux.Close()

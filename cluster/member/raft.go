@@ -15,9 +15,10 @@ import (
 
 // raftAdapter adapts the raft node to the lock node's Proposer and StateReader. The lock
 // node is built before raft (raft's leadership hooks call it), so the raft node and its FSM
-// are bound once they exist; a Submit before that is answered "not applied".
+// are bound once they exist; a Submit before that is answered "not applied". r is the
+// Member's own pointer to the raft node (Member.rp), not a copy.
 type raftAdapter struct {
-	r   atomic.Pointer[raftnode.Node]
+	r   *atomic.Pointer[raftnode.Node]
 	fsm atomic.Pointer[fsm.FSM]
 }
 
