@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 )
 
@@ -23,7 +24,7 @@ func TestCompensationResults(t *testing.T) {
 		a := fc.expect(t, wire.OpAcquire)
 		clk.Advance(1500 * time.Millisecond)
 		fc.send(t, granted(a.Owner, token))
-		r := wait(t, ch, bound)
+		r := wait(t, ch, clustertest.Bound)
 		comp := CompensationOf(r.err)
 		if !errors.Is(r.err, ErrIndeterminate) || comp == nil || comp.Key != key || comp.Token != token {
 			t.Fatalf("late grant: %v, compensation %+v; want ErrIndeterminate with the compensation of %s token %d", r.err, comp, key, token)

@@ -27,7 +27,7 @@ func revisedTicket(t *testing.T, opts ...fakeOption) (*Client, *clustertest.Fake
 	ch := acquireAsync(cl, context.Background(), "k", 0, AcquireOptions{Lease: 30 * time.Second})
 	a := fc.expect(t, wire.OpAcquire)
 	fc.send(t, grantedAge(a.Owner, 9, 0))
-	r := wait(t, ch, bound)
+	r := wait(t, ch, clustertest.Bound)
 	if r.err != nil {
 		t.Fatalf("Acquire: %v", r.err)
 	}
@@ -45,7 +45,7 @@ func ended(t *testing.T, ctx context.Context, err, want error) {
 	late, cancelLate := context.WithTimeout(ctx, time.Hour) // its deadline is the parent's
 	defer cancelLate()
 	for name, c := range map[string]context.Context{"context": ctx, "child": child, "child with a later timeout": late} {
-		doneWithin(t, c, bound, name+" not done")
+		doneWithin(t, c, clustertest.Bound, name+" not done")
 		if !errors.Is(c.Err(), err) {
 			t.Fatalf("%s: Err %v, want %v", name, c.Err(), err)
 		}
@@ -80,7 +80,7 @@ func TestTicketContextCauses(t *testing.T) {
 		go func() { done <- tk.Release(context.Background()) }()
 		r := fc.expect(t, wire.OpRelease)
 		fc.send(t, short(wire.OpRelease, r.Owner))
-		if err := waitErr(t, done, bound, "Release"); err != nil {
+		if err := waitErr(t, done, clustertest.Bound, "Release"); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
 		ended(t, ctx, context.Canceled, ErrTicketEnded)
@@ -151,7 +151,7 @@ func TestExtendConfirmed(t *testing.T) {
 			deadlineIs(t, tk, start, min(span30, 5*time.Second+tc.span))
 			clk.Advance(100 * time.Millisecond)
 			fc.send(t, short(wire.OpExtend, e.Owner))
-			if err := waitErr(t, ch, bound, "Extend"); err != nil {
+			if err := waitErr(t, ch, clustertest.Bound, "Extend"); err != nil {
 				t.Fatalf("Extend: %v", err)
 			}
 			deadlineIs(t, tk, start, 5*time.Second+tc.span) // written_at + lease x (1 - rho)
@@ -183,7 +183,7 @@ func TestExtendNotHeldLosesTheTicket(t *testing.T) {
 	ch := extendAsync(tk, context.Background(), time.Minute)
 	e := expectExtend(t, fc, tk, 60)
 	fc.send(t, short(wire.OpNotHeld, e.Owner))
-	err := waitErr(t, ch, bound, "Extend")
+	err := waitErr(t, ch, clustertest.Bound, "Extend")
 	if !errors.Is(err, ErrTicketLost) || !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("Extend: %v, want ErrTicketLost and ErrNotHeld", err)
 	}
@@ -209,7 +209,7 @@ func TestExtendUnsupportedIsDefinite(t *testing.T) {
 		e := expectExtend(t, fc, tk, 10)
 		deadlineIs(t, tk, start, 5*time.Second+span10)
 		fc.send(t, errResp(e.Owner, wire.ReasonUnsupported))
-		err := waitErr(t, ch, bound, "Extend")
+		err := waitErr(t, ch, clustertest.Bound, "Extend")
 		var se *ServerError
 		if !errors.Is(err, ErrUnsupported) || !errors.As(err, &se) || errors.Is(err, ErrIndeterminate) {
 			t.Fatalf("Extend: %v, want ErrUnsupported", err)
@@ -228,7 +228,7 @@ func TestExtendUnsupportedIsDefinite(t *testing.T) {
 		fc2 := fs.next(t)
 		e := expectExtend(t, fc2, tk, 10)
 		fc2.send(t, errResp(e.Owner, wire.ReasonUnsupported))
-		if err := waitErr(t, ch, bound, "Extend"); !errors.Is(err, ErrUnsupported) {
+		if err := waitErr(t, ch, clustertest.Bound, "Extend"); !errors.Is(err, ErrUnsupported) {
 			t.Fatalf("Extend: %v, want ErrUnsupported", err)
 		}
 		deadlineIs(t, tk, start, 5*time.Second+span10) // the first attempt may have been applied
@@ -240,7 +240,7 @@ func TestExtendUnsupportedIsDefinite(t *testing.T) {
 		ch := acquireAsync(cl, context.Background(), "k", 0, AcquireOptions{})
 		a := fc.expect(t, wire.OpAcquire)
 		fc.send(t, granted(a.Owner, 3))
-		r := wait(t, ch, bound)
+		r := wait(t, ch, clustertest.Bound)
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
@@ -259,9 +259,9 @@ func TestExtendUnsupportedIsDefinite(t *testing.T) {
 		cl := newTestClient(t, Config{Servers: []string{fs.addr}, Conns: 1, Clock: clk})
 		tk := cl.newTicket("k", 4, clk.Now().Add(time.Minute), 60)
 		ch := extendAsync(tk, context.Background(), time.Minute)
-		eventually(t, bound, "extend queued", func() bool { return cl.Stats().Queued == 1 })
+		eventually(t, clustertest.Bound, "extend queued", func() bool { return cl.Stats().Queued == 1 })
 		close(gate)
-		if err := waitErr(t, ch, bound, "Extend"); !errors.Is(err, ErrUnsupported) {
+		if err := waitErr(t, ch, clustertest.Bound, "Extend"); !errors.Is(err, ErrUnsupported) {
 			t.Fatalf("Extend: %v, want ErrUnsupported", err)
 		}
 		fs.next(t).silent(t, 100*time.Millisecond)
@@ -284,7 +284,7 @@ func TestExtendRetried(t *testing.T) {
 			switch how {
 			case "E unavailable":
 				fc.send(t, errResp(e1.Owner, wire.ReasonUnavailable))
-				fc.closed(t, bound) // retired
+				fc.closed(t, clustertest.Bound) // retired
 				next = fs.next(t)
 			case "E indeterminate":
 				fc.send(t, errResp(e1.Owner, wire.ReasonIndeterminate)) // sent again on the same connection
@@ -297,7 +297,7 @@ func TestExtendRetried(t *testing.T) {
 				t.Fatalf("resent with owner %d, want %d", e2.Owner, e1.Owner)
 			}
 			next.send(t, short(wire.OpExtend, e2.Owner))
-			if err := waitErr(t, ch, bound, "Extend"); err != nil {
+			if err := waitErr(t, ch, clustertest.Bound, "Extend"); err != nil {
 				t.Fatalf("Extend: %v", err)
 			}
 			deadlineIs(t, tk, start, 6*time.Second+span60)
@@ -326,10 +326,10 @@ func TestExtendIndeterminate(t *testing.T) {
 			case <-time.After(50 * time.Millisecond):
 			}
 			clk.Advance(time.Nanosecond)
-			if err := waitErr(t, ch, bound, "Extend"); !errors.Is(err, ErrIndeterminate) {
+			if err := waitErr(t, ch, clustertest.Bound, "Extend"); !errors.Is(err, ErrIndeterminate) {
 				t.Fatalf("Extend: %v, want ErrIndeterminate", err)
 			}
-			fc.closed(t, bound) // no answer by its deadline: exactly that connection closed
+			fc.closed(t, clustertest.Bound) // no answer by its deadline: exactly that connection closed
 			deadlineIs(t, tk, start, tc.want)
 			fs.next(t).silent(t, 100*time.Millisecond) // not sent again after its bound
 		})
@@ -345,13 +345,13 @@ func TestExtendOneInFlight(t *testing.T) {
 	}
 	fc.silent(t, 100*time.Millisecond)
 	fc.send(t, short(wire.OpExtend, e.Owner))
-	if err := waitErr(t, ch, bound, "Extend"); err != nil {
+	if err := waitErr(t, ch, clustertest.Bound, "Extend"); err != nil {
 		t.Fatalf("Extend: %v", err)
 	}
 	ch = extendAsync(tk, context.Background(), time.Minute) // one at a time: now it may
 	e = expectExtend(t, fc, tk, 60)
 	fc.send(t, short(wire.OpExtend, e.Owner))
-	if err := waitErr(t, ch, bound, "Extend"); err != nil {
+	if err := waitErr(t, ch, clustertest.Bound, "Extend"); err != nil {
 		t.Fatalf("third Extend: %v", err)
 	}
 }
@@ -371,9 +371,9 @@ func TestExtendNeverAfterTheDeadline(t *testing.T) {
 		clk.Advance(tk.Remaining() - 2*time.Second)
 		fs.failHello.Store(1 << 20) // no new connection gets through
 		fc.nc.Close()
-		eventually(t, bound, "connection gone", func() bool { return tk.cl.Stats().ConnsOpen == 0 })
+		eventually(t, clustertest.Bound, "connection gone", func() bool { return tk.cl.Stats().ConnsOpen == 0 })
 		ch := extendAsync(tk, context.Background(), time.Minute)
-		eventually(t, bound, "extend queued", func() bool { return tk.cl.Stats().Queued == 1 })
+		eventually(t, clustertest.Bound, "extend queued", func() bool { return tk.cl.Stats().Queued == 1 })
 		clk.Advance(2*time.Second - time.Nanosecond)
 		select {
 		case err := <-ch:
@@ -381,7 +381,7 @@ func TestExtendNeverAfterTheDeadline(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 		clk.Advance(time.Nanosecond)
-		if err := waitErr(t, ch, bound, "Extend"); !errors.Is(err, ErrTimeout) || errors.Is(err, ErrIndeterminate) {
+		if err := waitErr(t, ch, clustertest.Bound, "Extend"); !errors.Is(err, ErrTimeout) || errors.Is(err, ErrIndeterminate) {
 			t.Fatalf("Extend: %v, want ErrTimeout (never sent)", err)
 		}
 	})
@@ -391,10 +391,10 @@ func TestExtendNeverAfterTheDeadline(t *testing.T) {
 		ch := extendAsync(tk, context.Background(), time.Minute)
 		expectExtend(t, fc, tk, 60)
 		clk.Advance(2 * time.Second) // the deadline: its answer deadline too
-		if err := waitErr(t, ch, bound, "Extend"); !errors.Is(err, ErrIndeterminate) {
+		if err := waitErr(t, ch, clustertest.Bound, "Extend"); !errors.Is(err, ErrIndeterminate) {
 			t.Fatalf("Extend: %v, want ErrIndeterminate", err)
 		}
-		fc.closed(t, bound)
+		fc.closed(t, clustertest.Bound)
 		fs.next(t).silent(t, 100*time.Millisecond)
 	})
 	t.Run("an L read after the deadline does not revive the ticket", func(t *testing.T) {
@@ -416,7 +416,7 @@ func TestExtendNeverAfterTheDeadline(t *testing.T) {
 			t.Fatalf("compensation %+v", rel)
 		}
 		fc.send(t, short(wire.OpRelease, rel.Owner))
-		eventually(t, bound, "compensated", func() bool { return cl.Stats().CompensationsSucceeded == 1 })
+		eventually(t, clustertest.Bound, "compensated", func() bool { return cl.Stats().CompensationsSucceeded == 1 })
 		ended(t, tk.Context(), context.DeadlineExceeded, ErrTicketEnded)
 	})
 }
@@ -426,13 +426,13 @@ func TestExtendGoesOutOnARevisedConnection(t *testing.T) {
 	clk := newFakeClock()
 	cl := newTestClient(t, Config{Servers: []string{old.addr, rev.addr}, Conns: 2, Clock: clk, PingInterval: time.Hour})
 	fcOld, fcRev := old.next(t), rev.next(t)
-	eventually(t, bound, "both connected", func() bool { st := cl.Stats(); return st.ConnsOpen == 2 && st.ConnsRevised == 1 })
+	eventually(t, clustertest.Bound, "both connected", func() bool { st := cl.Stats(); return st.ConnsOpen == 2 && st.ConnsRevised == 1 })
 	tk := cl.newTicket("k", 4, clk.Now().Add(time.Minute), 60)
 	for range 5 {
 		ch := extendAsync(tk, context.Background(), time.Minute)
 		e := expectExtend(t, fcRev, tk, 60)
 		fcRev.send(t, short(wire.OpExtend, e.Owner))
-		if err := waitErr(t, ch, bound, "Extend"); err != nil {
+		if err := waitErr(t, ch, clustertest.Bound, "Extend"); err != nil {
 			t.Fatalf("Extend: %v", err)
 		}
 	}
@@ -446,7 +446,7 @@ func TestExtendUnderTheTicketsContext(t *testing.T) {
 	ch := extendAsync(tk, tk.Context(), time.Minute)
 	e := expectExtend(t, fc, tk, 60)
 	fc.send(t, short(wire.OpExtend, e.Owner))
-	if err := waitErr(t, ch, bound, "Extend"); err != nil {
+	if err := waitErr(t, ch, clustertest.Bound, "Extend"); err != nil {
 		t.Fatalf("Extend: %v", err)
 	}
 	deadlineIs(t, tk, start, span60)
@@ -469,7 +469,7 @@ func TestExtendInputAndCancel(t *testing.T) {
 	ch := extendAsync(tk, context.Background(), 3600*time.Second)
 	e := expectExtend(t, fc, tk, 3600)
 	fc.send(t, short(wire.OpExtend, e.Owner))
-	if err := waitErr(t, ch, bound, "Extend"); err != nil {
+	if err := waitErr(t, ch, clustertest.Bound, "Extend"); err != nil {
 		t.Fatalf("Extend of an hour: %v", err)
 	}
 }

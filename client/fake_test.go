@@ -39,7 +39,7 @@ func TestFakeNoAnswerWaitZero(t *testing.T) {
 			frame := wire.AppendRequest(nil, &wire.Request{Op: wire.OpAcquire, Owner: 1, Lease: 30, Key: []byte("hang")})
 			if half {
 				b := make([]byte, 5)
-				fc.nc.SetReadDeadline(time.Now().Add(bound))
+				fc.nc.SetReadDeadline(time.Now().Add(clustertest.Bound))
 				if _, err := io.ReadFull(fc.nc, b); err != nil {
 					t.Fatal(err)
 				}
@@ -55,19 +55,19 @@ func TestFakeNoAnswerWaitZero(t *testing.T) {
 			clk.Advance(IOTimeout - time.Nanosecond)
 			pending(t, ch, 100*time.Millisecond)
 			clk.Advance(time.Nanosecond)
-			r := wait(t, ch, bound)
+			r := wait(t, ch, clustertest.Bound)
 			if !errors.Is(r.err, ErrIndeterminate) {
 				t.Fatalf("no answer: %v, want ErrIndeterminate", r.err)
 			}
 			// Exactly that connection is closed, and the acquire is never sent again.
 			if half {
-				fc.nc.SetReadDeadline(time.Now().Add(bound))
+				fc.nc.SetReadDeadline(time.Now().Add(clustertest.Bound))
 				rest, err := io.ReadAll(fc.nc)
 				if err != nil || string(rest) != string(frame[5:]) {
 					t.Fatalf("rest of the stream %q (%v), want only the rest of the frame, then EOF", rest, err)
 				}
 			} else {
-				fc.closed(t, bound)
+				fc.closed(t, clustertest.Bound)
 			}
 			fc2 := fs.next(t) // the pool replaced the connection
 			fc2.silent(t, 200*time.Millisecond)
@@ -88,7 +88,7 @@ func TestFakeReplyGrace(t *testing.T) {
 		clk.Advance(3*time.Second + ReplyGrace - time.Nanosecond)
 		pending(t, ch, 50*time.Millisecond)
 		fc.send(t, short(wire.OpTimeout, a.Owner))
-		if r := wait(t, ch, bound); !errors.Is(r.err, ErrTimeout) {
+		if r := wait(t, ch, clustertest.Bound); !errors.Is(r.err, ErrTimeout) {
 			t.Fatalf("T in the grace: %v, want ErrTimeout", r.err)
 		}
 	})
@@ -103,10 +103,10 @@ func TestFakeReplyGrace(t *testing.T) {
 		clk.Advance(500*time.Millisecond + ReplyGrace - time.Nanosecond)
 		pending(t, ch, 50*time.Millisecond)
 		clk.Advance(time.Nanosecond)
-		if r := wait(t, ch, bound); !errors.Is(r.err, ErrIndeterminate) {
+		if r := wait(t, ch, clustertest.Bound); !errors.Is(r.err, ErrIndeterminate) {
 			t.Fatalf("no answer: %v, want ErrIndeterminate", r.err)
 		}
-		fc.closed(t, bound)
+		fc.closed(t, clustertest.Bound)
 	})
 }
 
@@ -131,7 +131,7 @@ func TestFakeAuthFailures(t *testing.T) {
 				t.Fatalf("Acquire: %v, want ErrAuth (%s)", err, tc.want)
 			}
 			if fs.handshook.Load() > 0 { // the server thinks the handshake went fine: nothing may follow
-				fs.next(t).closed(t, bound)
+				fs.next(t).closed(t, clustertest.Bound)
 			}
 		})
 	}
@@ -148,7 +148,7 @@ func TestFakeUnsentFailoverDialRefused(t *testing.T) {
 		t.Fatalf("request %+v", a)
 	}
 	fc.send(t, granted(a.Owner, 9))
-	if r := wait(t, ch, bound); r.err != nil || r.t.Token != 9 {
+	if r := wait(t, ch, clustertest.Bound); r.err != nil || r.t.Token != 9 {
 		t.Fatalf("Acquire: %v", r.err)
 	}
 	if st := cl.Stats(); st.DialFailures == 0 {
@@ -188,10 +188,10 @@ func TestFakeUnsentFailoverWriteFails(t *testing.T) {
 		t.Fatalf("resent request %+v, want owner 70, wait 0", a)
 	}
 	fc2.send(t, granted(70, 3))
-	if r := wait(t, ch, bound); r.err != nil {
+	if r := wait(t, ch, clustertest.Bound); r.err != nil {
 		t.Fatalf("Acquire: %v", r.err)
 	}
-	fc1.closed(t, bound) // nothing of it reached the first server
+	fc1.closed(t, clustertest.Bound) // nothing of it reached the first server
 	if st := cl.Stats(); st.Failovers != 1 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -207,14 +207,14 @@ func TestFakeUnavailableFailsOver(t *testing.T) {
 		a1 := fc1.expect(t, wire.OpAcquire)
 		clk.Advance(1500 * time.Millisecond)
 		fc1.send(t, errResp(a1.Owner, wire.ReasonUnavailable))
-		fc1.closed(t, bound) // retired: its server cannot serve now
+		fc1.closed(t, clustertest.Bound) // retired: its server cannot serve now
 		fc2 := fs2.next(t)
 		a2 := fc2.expect(t, wire.OpAcquire)
 		if a2.Owner != a1.Owner || a2.Wait != 9 {
 			t.Fatalf("failover request %+v, want owner %d, wait 9 (10 s - 1.5 s, rounded up)", a2, a1.Owner)
 		}
 		fc2.send(t, granted(a2.Owner, 11))
-		if r := wait(t, ch, bound); r.err != nil || r.t.Token != 11 {
+		if r := wait(t, ch, clustertest.Bound); r.err != nil || r.t.Token != 11 {
 			t.Fatalf("Acquire: %v", r.err)
 		}
 	})
@@ -225,7 +225,7 @@ func TestFakeUnavailableFailsOver(t *testing.T) {
 		e := newElecting(t, fs1, fs2)
 		cl := newTestClient(t, Config{Servers: []string{fs1.addr, fs2.addr}, Conns: 1})
 		ch := acquireAsync(cl, context.Background(), "u", 0, AcquireOptions{Wait: 2 * time.Second})
-		r := wait(t, ch, bound)
+		r := wait(t, ch, clustertest.Bound)
 		unreachable(t, "Acquire", r.err, fs1.addr+" answered E unavailable", fs2.addr+" answered E unavailable")
 		if st := cl.Stats(); st.Unavailable != 1 {
 			t.Fatalf("stats %+v", st)
@@ -243,7 +243,7 @@ func TestFakeIndeterminateKeepsConnection(t *testing.T) {
 	fc := fs.next(t)
 	a := fc.expect(t, wire.OpAcquire)
 	fc.send(t, errResp(a.Owner, wire.ReasonIndeterminate))
-	r := wait(t, ch, bound)
+	r := wait(t, ch, clustertest.Bound)
 	var se *ServerError
 	if !errors.Is(r.err, ErrIndeterminate) || !errors.As(r.err, &se) {
 		t.Fatalf("Acquire: %v, want ErrIndeterminate", r.err)
@@ -278,7 +278,7 @@ func TestFakeOtherErrors(t *testing.T) {
 		ch := acquireAsync(cl, context.Background(), "e", 0, AcquireOptions{})
 		a := fc.expect(t, wire.OpAcquire)
 		fc.send(t, errResp(a.Owner, tc.reason))
-		r := wait(t, ch, bound)
+		r := wait(t, ch, clustertest.Bound)
 		var se *ServerError
 		if !errors.As(r.err, &se) || se.Reason != tc.reason || (tc.want != nil && !errors.Is(r.err, tc.want)) {
 			t.Fatalf("E %s: %v", tc.reason, r.err)
@@ -302,7 +302,7 @@ func TestFakeOwnerWrapFailsClosed(t *testing.T) {
 			t.Fatalf("owner %d, want %d", a.Owner, want)
 		}
 		fc.send(t, granted(a.Owner, uint64(i+1)))
-		r := wait(t, ch, bound)
+		r := wait(t, ch, clustertest.Bound)
 		if r.err != nil {
 			t.Fatalf("Acquire: %v", r.err)
 		}
@@ -347,7 +347,7 @@ func TestFakeOutOfOrderAnswers(t *testing.T) {
 	}
 	fc.send(t, resps...)
 	for i, k := range keys {
-		r := wait(t, chans[k], bound)
+		r := wait(t, chans[k], clustertest.Bound)
 		if r.err != nil || r.t.Token != 100+uint64(i) || r.t.Key != k {
 			t.Fatalf("%s: %+v %v", k, r.t, r.err)
 		}
@@ -374,10 +374,10 @@ func TestFakeProtocolViolations(t *testing.T) {
 			fc := fs.next(t)
 			a := fc.expect(t, wire.OpAcquire)
 			fc.send(t, tc.resp(a.Owner))
-			if r := wait(t, ch, bound); !errors.Is(r.err, ErrIndeterminate) {
+			if r := wait(t, ch, clustertest.Bound); !errors.Is(r.err, ErrIndeterminate) {
 				t.Fatalf("Acquire: %v, want ErrIndeterminate", r.err)
 			}
-			fc.closed(t, bound)
+			fc.closed(t, clustertest.Bound)
 		})
 	}
 }
@@ -390,9 +390,9 @@ func TestFakeCancel(t *testing.T) {
 		cl := newTestClient(t, Config{Servers: []string{fs.addr}, Conns: 1})
 		ctx, cancel := context.WithCancel(context.Background())
 		ch := acquireAsync(cl, ctx, "c", 0, AcquireOptions{Wait: time.Minute})
-		eventually(t, bound, "queued", func() bool { return cl.Stats().Queued == 1 })
+		eventually(t, clustertest.Bound, "queued", func() bool { return cl.Stats().Queued == 1 })
 		cancel()
-		r := wait(t, ch, bound)
+		r := wait(t, ch, clustertest.Bound)
 		if !errors.Is(r.err, ErrCanceled) || !errors.Is(r.err, context.Canceled) || errors.Is(r.err, ErrIndeterminate) {
 			t.Fatalf("Acquire: %v, want ErrCanceled", r.err)
 		}
@@ -407,10 +407,10 @@ func TestFakeCancel(t *testing.T) {
 		fc := fs.next(t)
 		fc.expect(t, wire.OpAcquire)
 		cancel()
-		if r := wait(t, ch, bound); !errors.Is(r.err, ErrIndeterminate) || !errors.Is(r.err, context.Canceled) {
+		if r := wait(t, ch, clustertest.Bound); !errors.Is(r.err, ErrIndeterminate) || !errors.Is(r.err, context.Canceled) {
 			t.Fatalf("Acquire: %v, want ErrIndeterminate", r.err)
 		}
-		fc.closed(t, bound)
+		fc.closed(t, clustertest.Bound)
 	})
 	t.Run("context deadline shortens the wait", func(t *testing.T) {
 		fs := newFakeServer(t)
@@ -426,7 +426,7 @@ func TestFakeCancel(t *testing.T) {
 		// The server's T comes within the grace after the context's deadline.
 		time.Sleep(1600 * time.Millisecond)
 		fc.send(t, short(wire.OpTimeout, a.Owner))
-		if r := wait(t, ch, bound); !errors.Is(r.err, ErrTimeout) {
+		if r := wait(t, ch, clustertest.Bound); !errors.Is(r.err, ErrTimeout) {
 			t.Fatalf("Acquire: %v, want ErrTimeout", r.err)
 		}
 	})
@@ -457,7 +457,7 @@ func TestFakeUnsentAtDeadline(t *testing.T) {
 			clk := newFakeClock()
 			cl := newTestClient(t, Config{Servers: []string{fs.addr}, Conns: 1, Clock: clk, QueueSize: 1})
 			ch := acquireAsync(cl, context.Background(), "q", 0, AcquireOptions{Wait: w})
-			eventually(t, bound, "queued", func() bool { return cl.Stats().Queued == 1 })
+			eventually(t, clustertest.Bound, "queued", func() bool { return cl.Stats().Queued == 1 })
 			if _, err := cl.Acquire(context.Background(), "q2", 0, AcquireOptions{}); !errors.Is(err, ErrQueueFull) {
 				t.Fatalf("second Acquire: %v, want ErrQueueFull", err)
 			}
@@ -489,7 +489,7 @@ func TestFakeHealthPing(t *testing.T) {
 	start := clk.Now()
 	tick := func(n int) {
 		t.Helper()
-		eventually(t, bound, "ping timer armed", func() bool {
+		eventually(t, clustertest.Bound, "ping timer armed", func() bool {
 			return clk.HasTimerAt(start.Add(time.Duration(n) * 10 * time.Second))
 		})
 		clk.Advance(start.Add(time.Duration(n) * 10 * time.Second).Sub(clk.Now()))
@@ -497,7 +497,7 @@ func TestFakeHealthPing(t *testing.T) {
 	tick(1)
 	p := fc.expect(t, wire.OpPing)
 	fc.send(t, short(wire.OpPing, p.Owner))
-	eventually(t, bound, "pong read", func() bool {
+	eventually(t, clustertest.Bound, "pong read", func() bool {
 		cl.pmu.Lock()
 		defer cl.pmu.Unlock()
 		for cn := range cl.conns {
@@ -512,9 +512,9 @@ func TestFakeHealthPing(t *testing.T) {
 	tick(3)
 	fc.expect(t, wire.OpPing) // not answered
 	clk.Advance(IOTimeout)
-	fc.closed(t, bound)
+	fc.closed(t, clustertest.Bound)
 	fs.next(t) // replaced
-	eventually(t, bound, "reconnect counted", func() bool { return cl.Stats().Reconnects == 1 })
+	eventually(t, clustertest.Bound, "reconnect counted", func() bool { return cl.Stats().Reconnects == 1 })
 }
 
 func TestFakeClose(t *testing.T) {
@@ -527,10 +527,10 @@ func TestFakeClose(t *testing.T) {
 	fc := fs.next(t)
 	fc.expect(t, wire.OpAcquire)
 	cl.Close()
-	if r := wait(t, ch, bound); !errors.Is(r.err, ErrIndeterminate) {
+	if r := wait(t, ch, clustertest.Bound); !errors.Is(r.err, ErrIndeterminate) {
 		t.Fatalf("in-flight Acquire at Close: %v, want ErrIndeterminate", r.err)
 	}
-	fc.closed(t, bound)
+	fc.closed(t, clustertest.Bound)
 	ctx := context.Background()
 	if _, err := cl.Acquire(ctx, "x", 0, AcquireOptions{}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Acquire after Close: %v", err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 )
 
@@ -31,7 +32,7 @@ func lateGrant(t *testing.T) (*Client, *fakeServer, *fakeConn, wire.Request) {
 	clk.Advance(2500 * time.Millisecond) // past the deadline, within the reply grace
 	pending(t, ch, 50*time.Millisecond)
 	fc.send(t, granted(a.Owner, 77))
-	r := wait(t, ch, bound)
+	r := wait(t, ch, clustertest.Bound)
 	if !errors.Is(r.err, ErrIndeterminate) || r.t != nil {
 		t.Fatalf("late grant: %v, want ErrIndeterminate", r.err)
 	}
@@ -45,7 +46,7 @@ func TestFakeLateGrantIsCompensated(t *testing.T) {
 		t.Fatalf("compensation %+v, want a release of token 77 with a new owner", rel)
 	}
 	fc.send(t, short(wire.OpRelease, rel.Owner))
-	eventually(t, bound, "compensation counted", func() bool { return cl.Stats().CompensationsSucceeded == 1 })
+	eventually(t, clustertest.Bound, "compensation counted", func() bool { return cl.Stats().CompensationsSucceeded == 1 })
 	if st := cl.Stats(); st.CompensationsSent != 1 || st.Indeterminate != 1 || fs.accepted.Load() != 1 {
 		t.Fatalf("stats %+v, accepted %d", st, fs.accepted.Load())
 	}
@@ -64,7 +65,7 @@ func TestFakeDeliveryGateBudget(t *testing.T) {
 	a := fc.expect(t, wire.OpAcquire)
 	clk.Advance(2 * time.Second)
 	fc.send(t, granted(a.Owner, 5))
-	r := wait(t, ch, bound)
+	r := wait(t, ch, clustertest.Bound)
 	if r.err != nil {
 		t.Fatalf("Acquire: %v", r.err)
 	}
@@ -80,7 +81,7 @@ func TestFakeDeliveryGateBudget(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	clk.Advance(time.Nanosecond)
-	doneWithin(t, ctx, bound, "ticket context not done at its deadline")
+	doneWithin(t, ctx, clustertest.Bound, "ticket context not done at its deadline")
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatalf("Err %v", ctx.Err())
 	}
@@ -90,7 +91,7 @@ func TestFakeDeliveryGateBudget(t *testing.T) {
 	a = fc.expect(t, wire.OpAcquire)
 	clk.Advance(2*time.Second + time.Nanosecond)
 	fc.send(t, granted(a.Owner, 6))
-	r = wait(t, ch, bound)
+	r = wait(t, ch, clustertest.Bound)
 	if !errors.Is(r.err, ErrIndeterminate) || !strings.Contains(r.err.Error(), "budget") {
 		t.Fatalf("short grant: %v, want ErrIndeterminate", r.err)
 	}
@@ -99,7 +100,7 @@ func TestFakeDeliveryGateBudget(t *testing.T) {
 		t.Fatalf("compensation %+v", rel)
 	}
 	fc.send(t, short(wire.OpNotHeld, rel.Owner)) // N: already gone is fine too
-	eventually(t, bound, "compensation counted", func() bool { return cl.Stats().CompensationsSucceeded == 1 })
+	eventually(t, clustertest.Bound, "compensation counted", func() bool { return cl.Stats().CompensationsSucceeded == 1 })
 }
 
 func TestFakeCompensationQueueFull(t *testing.T) {
@@ -113,7 +114,7 @@ func TestFakeCompensationQueueFull(t *testing.T) {
 		a := fc.expect(t, wire.OpAcquire)
 		clk.Advance(1500 * time.Millisecond)
 		fc.send(t, granted(a.Owner, token))
-		if r := wait(t, ch, bound); !errors.Is(r.err, ErrIndeterminate) {
+		if r := wait(t, ch, clustertest.Bound); !errors.Is(r.err, ErrIndeterminate) {
 			t.Fatalf("late grant: %v", r.err)
 		}
 	}
@@ -129,7 +130,7 @@ func TestFakeCompensationQueueFull(t *testing.T) {
 		t.Fatalf("stats %+v: want 1 sent, 1 dropped", st)
 	}
 	clk.Advance(IOTimeout) // the first compensation gets no answer in its 5 s
-	eventually(t, bound, "compensation failed", func() bool { return cl.Stats().CompensationsFailed == 1 })
+	eventually(t, clustertest.Bound, "compensation failed", func() bool { return cl.Stats().CompensationsFailed == 1 })
 }
 
 // Close right after an acquire came back indeterminate (its grant is being released in the
@@ -146,7 +147,7 @@ func TestFakeCloseSendsAPendingCompensation(t *testing.T) {
 	fc.send(t, short(wire.OpRelease, rel.Owner))
 	select {
 	case <-closed:
-	case <-time.After(bound):
+	case <-time.After(clustertest.Bound):
 		t.Fatal("Close did not return after the compensation was answered")
 	}
 	if st := cl.Stats(); st.CompensationsSucceeded != 1 || st.CompensationsFailed != 0 {
@@ -172,10 +173,10 @@ func TestFakeRelease(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 		clk.Advance(time.Nanosecond)
-		if err := waitErr(t, done, bound, "Release"); !errors.Is(err, ErrIndeterminate) {
+		if err := waitErr(t, done, clustertest.Bound, "Release"); !errors.Is(err, ErrIndeterminate) {
 			t.Fatalf("Release: %v, want ErrIndeterminate", err)
 		}
-		fc.closed(t, bound)
+		fc.closed(t, clustertest.Bound)
 	})
 	for _, answer := range []wire.Op{wire.OpRelease, wire.OpNotHeld} {
 		t.Run("resent after a lost connection, answered "+answer.String(), func(t *testing.T) {
@@ -191,7 +192,7 @@ func TestFakeRelease(t *testing.T) {
 				t.Fatalf("resend %+v, want %+v", r2, r1)
 			}
 			fc2.send(t, short(answer, r2.Owner))
-			err := waitErr(t, done, bound, "Release")
+			err := waitErr(t, done, clustertest.Bound, "Release")
 			if answer == wire.OpRelease && err != nil {
 				t.Fatalf("Release: %v", err)
 			}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 )
 
@@ -114,7 +115,7 @@ func (fs *fakeServer) accept(nc net.Conn) {
 }
 
 func (fs *fakeServer) handshake(fc *fakeConn) error {
-	h, err := fc.read(bound)
+	h, err := fc.read(clustertest.Bound)
 	if err != nil {
 		return err
 	}
@@ -153,7 +154,7 @@ func (fs *fakeServer) handshake(fc *fakeConn) error {
 	if err := fc.sendErr(hello); err != nil || fs.secret == nil {
 		return err
 	}
-	v, err := fc.read(bound)
+	v, err := fc.read(clustertest.Bound)
 	if err != nil {
 		return err
 	}
@@ -174,8 +175,8 @@ func (fs *fakeServer) next(t *testing.T) *fakeConn {
 	select {
 	case fc := <-fs.conns:
 		return fc
-	case <-time.After(bound):
-		t.Fatalf("fake server %s: no connection within %v", fs.addr, bound)
+	case <-time.After(clustertest.Bound):
+		t.Fatalf("fake server %s: no connection within %v", fs.addr, clustertest.Bound)
 		return nil
 	}
 }
@@ -227,7 +228,7 @@ func (fc *fakeConn) read(d time.Duration) (wire.Request, error) {
 // expect reads the next request and fails unless it has op.
 func (fc *fakeConn) expect(t *testing.T, op wire.Op) wire.Request {
 	t.Helper()
-	r, err := fc.read(bound)
+	r, err := fc.read(clustertest.Bound)
 	if err != nil {
 		t.Fatalf("fake server: want a %s request: %v", op, err)
 	}
@@ -263,7 +264,7 @@ func (fc *fakeConn) sendErr(rs ...wire.Response) error {
 	for i := range rs {
 		b = wire.AppendResponse(b, &rs[i])
 	}
-	fc.nc.SetWriteDeadline(time.Now().Add(bound))
+	fc.nc.SetWriteDeadline(time.Now().Add(clustertest.Bound))
 	_, err := fc.nc.Write(b)
 	return err
 }

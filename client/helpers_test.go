@@ -29,9 +29,6 @@ func TestMain(m *testing.M) {
 // Secrets of at least 32 bytes; secretWrong is configured on no server.
 var secretOne, secretTwo, secretWrong = clustertest.Secrets()
 
-// bound is the generous limit for anything that should happen "soon" in real time.
-const bound = 10 * time.Second
-
 // newFakeClock is the client tests' clock: its timers run in their own goroutines, as
 // time.AfterFunc's do.
 func newFakeClock() *clustertest.FakeClock {
@@ -148,7 +145,7 @@ func startReal(t *testing.T, edit func(*cluster.Config), secrets ...[]byte) *rea
 // waiters polls until the node has n waiters.
 func (rs *realServer) waiters(t *testing.T, n int) {
 	t.Helper()
-	eventually(t, bound, "server waiters", func() bool { return rs.node.Stats().Waiters == n })
+	eventually(t, clustertest.Bound, "server waiters", func() bool { return rs.node.Stats().Waiters == n })
 }
 
 // testLogger sends the client's log to t.Log.

@@ -17,14 +17,14 @@ import (
 // clock there.
 func advanceTo(t *testing.T, clk *clustertest.FakeClock, at time.Time, what string) {
 	t.Helper()
-	eventually(t, bound, what, func() bool { return clk.HasTimerAt(at) })
+	eventually(t, clustertest.Bound, what, func() bool { return clk.HasTimerAt(at) })
 	clk.Advance(at.Sub(clk.Now()))
 }
 
 // stopped waits until tk has no keep-alive running.
 func stopped(t *testing.T, tk *Ticket) {
 	t.Helper()
-	eventually(t, bound, "keep-alive stopped", func() bool {
+	eventually(t, clustertest.Bound, "keep-alive stopped", func() bool {
 		tk.mu.Lock()
 		defer tk.mu.Unlock()
 		return tk.x == nil || tk.x.ka == nil
@@ -56,7 +56,7 @@ func TestKeepAliveExtends(t *testing.T) {
 		e := expectExtend(t, fc, tk, 30)
 		clk.Advance(40 * time.Millisecond) // the answer takes 40 ms: the lease counts from the write
 		fc.send(t, short(wire.OpExtend, e.Owner))
-		eventually(t, bound, "deadline moved", func() bool { return tk.CurrentDeadline().Equal(at.Add(span30)) })
+		eventually(t, clustertest.Bound, "deadline moved", func() bool { return tk.CurrentDeadline().Equal(at.Add(span30)) })
 		alive(t, ctx)
 	}
 	if err := tk.Extend(context.Background(), time.Minute); !errors.Is(err, ErrExtendInProgress) {
@@ -69,7 +69,7 @@ func TestKeepAliveExtends(t *testing.T) {
 	go func() { done <- tk.Release(context.Background()) }()
 	r := fc.expect(t, wire.OpRelease)
 	fc.send(t, short(wire.OpRelease, r.Owner))
-	if err := waitErr(t, done, bound, "Release"); err != nil {
+	if err := waitErr(t, done, clustertest.Bound, "Release"); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	ended(t, ctx, context.Canceled, ErrTicketEnded)
@@ -92,7 +92,7 @@ func TestKeepAliveCountsFromTheLeaseStart(t *testing.T) {
 	a := fc.expect(t, wire.OpAcquire)
 	clk.Advance(1500 * time.Millisecond)
 	fc.send(t, grantedAge(a.Owner, 9, 1000)) // deadline: (1 s + 30 s) x 0.999 = 30.969 s
-	r := wait(t, ch, bound)
+	r := wait(t, ch, clustertest.Bound)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -103,7 +103,7 @@ func TestKeepAliveCountsFromTheLeaseStart(t *testing.T) {
 	advanceTo(t, clk, start.Add(2999*time.Millisecond), "first extension scheduled")
 	e := expectExtend(t, fc, r.t, 30)
 	fc.send(t, short(wire.OpExtend, e.Owner))
-	eventually(t, bound, "deadline moved", func() bool {
+	eventually(t, clustertest.Bound, "deadline moved", func() bool {
 		return r.t.CurrentDeadline().Equal(start.Add(2999*time.Millisecond + span30))
 	})
 	advanceTo(t, clk, start.Add(4999*time.Millisecond), "second extension scheduled")
@@ -123,7 +123,7 @@ func TestKeepAliveGivesUpBeforeTheDeadline(t *testing.T) {
 	advanceTo(t, clk, start.Add(10*time.Second), "first extension scheduled")
 	e1 := expectExtend(t, fc, tk, 30)
 	clk.Advance(IOTimeout) // the attempt's bound: no answer, its connection is closed
-	fc.closed(t, bound)
+	fc.closed(t, clustertest.Bound)
 	fc2 := fs.next(t)
 	e2 := expectExtend(t, fc2, tk, 30) // asked again, by a new attempt
 	if e2.Owner == e1.Owner {
@@ -138,7 +138,7 @@ func TestKeepAliveGivesUpBeforeTheDeadline(t *testing.T) {
 		t.Fatalf("Remaining %v, want 10s: the lease may still run to its deadline", left)
 	}
 	stopped(t, tk)
-	fc2.closed(t, bound) // that attempt ended with the round: no answer
+	fc2.closed(t, clustertest.Bound) // that attempt ended with the round: no answer
 	fs.next(t).silent(t, 100*time.Millisecond)
 	if err := tk.Extend(context.Background(), time.Minute); !errors.Is(err, ErrTicketUnconfirmed) {
 		t.Fatalf("Extend after the keep-alive gave up: %v", err)
@@ -187,7 +187,7 @@ func TestKeepAliveFailures(t *testing.T) {
 		fc2 := fs.next(t)
 		e2 := expectExtend(t, fc2, tk, 30)
 		fc2.send(t, short(wire.OpExtend, e2.Owner))
-		eventually(t, bound, "deadline moved", func() bool { return tk.CurrentDeadline().Equal(start.Add(10*time.Second + span30)) })
+		eventually(t, clustertest.Bound, "deadline moved", func() bool { return tk.CurrentDeadline().Equal(start.Add(10*time.Second + span30)) })
 		alive(t, ctx)
 		tk.stopKeepAlive()
 	})
@@ -215,7 +215,7 @@ func TestKeepAliveStoppedByItsContext(t *testing.T) {
 	if err := tk.KeepAlive(kctx, 0); err != nil {
 		t.Fatalf("KeepAlive: %v", err)
 	}
-	eventually(t, bound, "first extension scheduled", func() bool { return clk.HasTimerAt(start.Add(10 * time.Second)) })
+	eventually(t, clustertest.Bound, "first extension scheduled", func() bool { return clk.HasTimerAt(start.Add(10 * time.Second)) })
 	cancel()
 	stopped(t, tk)
 	clk.Advance(10 * time.Second)
@@ -238,7 +238,7 @@ func TestKeepAliveArguments(t *testing.T) {
 		t.Fatalf("KeepAlive with an Extend in flight: %v, want ErrExtendInProgress", err)
 	}
 	fc.send(t, short(wire.OpExtend, e.Owner))
-	if err := waitErr(t, ch, bound, "Extend"); err != nil {
+	if err := waitErr(t, ch, clustertest.Bound, "Extend"); err != nil {
 		t.Fatal(err)
 	}
 	// The ticket's lease is now 60 s: a third of it is allowed.
@@ -253,7 +253,7 @@ func TestKeepAliveArguments(t *testing.T) {
 	rch := acquireAsync(cl, context.Background(), "k", 0, AcquireOptions{})
 	a := fc1.expect(t, wire.OpAcquire)
 	fc1.send(t, granted(a.Owner, 3))
-	r := wait(t, rch, bound)
+	r := wait(t, rch, clustertest.Bound)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}

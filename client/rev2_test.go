@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 )
 
@@ -40,7 +41,7 @@ func TestRev2Negotiation(t *testing.T) {
 			if fc.leases != tc.revised {
 				t.Fatalf("fake server: revision in force %v, want %v", fc.leases, tc.revised)
 			}
-			eventually(t, bound, "connection counted", func() bool { return cl.Stats().ConnsOpen == 1 })
+			eventually(t, clustertest.Bound, "connection counted", func() bool { return cl.Stats().ConnsOpen == 1 })
 			if n := cl.Stats().ConnsRevised; n != map[bool]int{false: 0, true: 1}[tc.revised] {
 				t.Fatalf("Stats.ConnsRevised %d, revised %v", n, tc.revised)
 			}
@@ -55,7 +56,7 @@ func TestRev2Negotiation(t *testing.T) {
 			} else {
 				fc.send(t, granted(a.Owner, 8))
 			}
-			r := wait(t, ch, bound)
+			r := wait(t, ch, clustertest.Bound)
 			if r.err != nil || r.t.Token != 8 {
 				t.Fatalf("Acquire: %v", r.err)
 			}
@@ -75,7 +76,7 @@ func TestRev2EchoNotOfferedIsAHandshakeError(t *testing.T) {
 	if fc.clientHello.Hello.Flags != 0 {
 		t.Fatalf("client hello flags 0x%02x, want 0", fc.clientHello.Hello.Flags)
 	}
-	fc.closed(t, bound)
+	fc.closed(t, clustertest.Bound)
 	_, err := cl.Acquire(context.Background(), "k", 0, AcquireOptions{Wait: 300 * time.Millisecond})
 	unreachable(t, "Acquire", err, "did not offer")
 	if errors.Is(err, ErrAuth) {
@@ -119,7 +120,7 @@ func TestRev2GrantAges(t *testing.T) {
 			a := fc.expect(t, wire.OpAcquire)
 			clk.Advance(tc.elapsed)
 			fc.send(t, grantedAge(a.Owner, 5, tc.age))
-			r := wait(t, ch, bound)
+			r := wait(t, ch, clustertest.Bound)
 			if r.err != nil {
 				t.Fatalf("Acquire: %v", r.err)
 			}
@@ -141,7 +142,7 @@ func TestRev2GrantAges(t *testing.T) {
 			case <-time.After(50 * time.Millisecond):
 			}
 			clk.Advance(time.Nanosecond)
-			doneWithin(t, ctx, bound, "ticket context not done at its deadline")
+			doneWithin(t, ctx, clustertest.Bound, "ticket context not done at its deadline")
 			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				t.Fatalf("Err %v, want DeadlineExceeded", ctx.Err())
 			}
@@ -166,7 +167,7 @@ func TestRev2GateWithAge(t *testing.T) {
 		a := fc.expect(t, wire.OpAcquire)
 		clk.Advance(50020*time.Millisecond + tc.late)
 		fc.send(t, grantedAge(a.Owner, 40, 50000))
-		r := wait(t, ch, bound)
+		r := wait(t, ch, clustertest.Bound)
 		if tc.ok {
 			if r.err != nil || r.t.Remaining() != tc.budget {
 				t.Fatalf("Acquire: %v, want a ticket with exactly the budget left", r.err)
@@ -207,10 +208,10 @@ func TestRev2ProtocolViolations(t *testing.T) {
 			fc := fs.next(t)
 			a := fc.expect(t, wire.OpAcquire)
 			fc.send(t, tc.resp(a.Owner))
-			if r := wait(t, ch, bound); !errors.Is(r.err, ErrIndeterminate) {
+			if r := wait(t, ch, clustertest.Bound); !errors.Is(r.err, ErrIndeterminate) {
 				t.Fatalf("Acquire: %v, want ErrIndeterminate", r.err)
 			}
-			fc.closed(t, bound)
+			fc.closed(t, clustertest.Bound)
 		})
 	}
 }
@@ -274,7 +275,7 @@ func TestRealServerLatch1Client(t *testing.T) {
 	if err := cl.Ping(ctx); err != nil {
 		t.Fatalf("Ping: %v", err)
 	}
-	eventually(t, bound, "ping recorded", func() bool { return len(p.requests(wire.OpPing)) == 1 })
+	eventually(t, clustertest.Bound, "ping recorded", func() bool { return len(p.requests(wire.OpPing)) == 1 })
 	if err := tk.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
@@ -378,12 +379,12 @@ func TestLatch1ConnectionsAskAgain(t *testing.T) {
 	a := fc.expect(t, wire.OpAcquire)
 	time.Sleep(500 * time.Millisecond) // past the retirement: the acquire is still pending
 	fc.send(t, granted(a.Owner, 5))
-	r := wait(t, ch, bound)
+	r := wait(t, ch, clustertest.Bound)
 	if r.err != nil || r.t.Token != 5 {
 		t.Fatalf("the pending acquire on the retired connection: %v", r.err)
 	}
-	fc.closed(t, bound)
-	eventually(t, bound, "a revised connection", func() bool { return cl.Stats().ConnsRevised == 1 })
+	fc.closed(t, clustertest.Bound)
+	eventually(t, clustertest.Bound, "a revised connection", func() bool { return cl.Stats().ConnsRevised == 1 })
 	tk, err := cl.Acquire(context.Background(), "again2", 0, AcquireOptions{})
 	if err != nil {
 		t.Fatalf("Acquire on the new connection: %v", err)

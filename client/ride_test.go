@@ -77,7 +77,7 @@ func (e *electing) serve(addr string, fc *fakeConn) {
 // elect lets the fake servers serve d after they refused refusals attempts in all.
 func (e *electing) elect(t *testing.T, refusals int32, d time.Duration) {
 	t.Helper()
-	eventually(t, bound, "servers refused", func() bool { return e.refused.Load() >= refusals })
+	eventually(t, clustertest.Bound, "servers refused", func() bool { return e.refused.Load() >= refusals })
 	time.Sleep(d)
 	e.leader.Store(true)
 }
@@ -96,7 +96,7 @@ func TestRideUnavailableUntilALeader(t *testing.T) {
 				pause = 300 * time.Millisecond
 			}
 			e.elect(t, 4, pause)
-			r := wait(t, ch, bound)
+			r := wait(t, ch, clustertest.Bound)
 			if r.err != nil || r.t.Token != 7 {
 				t.Fatalf("Acquire through an election: %v", r.err)
 			}
@@ -124,7 +124,7 @@ func TestRideReleaseRetriedWithinItsBound(t *testing.T) {
 	cl := newTestClient(t, Config{Servers: []string{fs.addr}, Conns: 1})
 	done := releaseAsync(cl, context.Background(), "rel", 12)
 	e.elect(t, 3, time.Second)
-	if err := waitErr(t, done, bound, "Release through an election"); err != nil {
+	if err := waitErr(t, done, clustertest.Bound, "Release through an election"); err != nil {
 		t.Fatalf("Release through an election: %v", err)
 	}
 }
@@ -133,12 +133,12 @@ func TestRideDialRefusedThenAccepted(t *testing.T) {
 	addr := clustertest.DeadAddr(t)
 	cl := newTestClient(t, Config{Servers: []string{addr}, Conns: 1})
 	ch := acquireAsync(cl, context.Background(), "dial", 0, AcquireOptions{Wait: 10 * time.Second})
-	eventually(t, bound, "dials refused", func() bool { return cl.Stats().DialFailures >= 2 })
+	eventually(t, clustertest.Bound, "dials refused", func() bool { return cl.Stats().DialFailures >= 2 })
 	fs := newFakeServer(t, withAddr(addr))
 	fc := fs.next(t)
 	a := fc.expect(t, wire.OpAcquire)
 	fc.send(t, granted(a.Owner, 5))
-	if r := wait(t, ch, bound); r.err != nil || r.t.Token != 5 {
+	if r := wait(t, ch, clustertest.Bound); r.err != nil || r.t.Token != 5 {
 		t.Fatalf("Acquire after refused dials: %v", r.err)
 	}
 }
@@ -150,7 +150,7 @@ func TestRideHandshakeFailsThenSucceeds(t *testing.T) {
 	fc := fs.next(t)
 	a := fc.expect(t, wire.OpAcquire)
 	fc.send(t, granted(a.Owner, 6))
-	if r := wait(t, ch, bound); r.err != nil || r.t.Token != 6 {
+	if r := wait(t, ch, clustertest.Bound); r.err != nil || r.t.Token != 6 {
 		t.Fatalf("Acquire after failed handshakes: %v", r.err)
 	}
 	if n := fs.accepted.Load(); n < 4 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 )
 
@@ -134,7 +135,7 @@ func TestRealFIFOAndTokenOrder(t *testing.T) {
 		if err := prev.Release(ctx); err != nil {
 			t.Fatalf("Release %d: %v", i, err)
 		}
-		r := wait(t, ch, bound)
+		r := wait(t, ch, clustertest.Bound)
 		if r.err != nil {
 			t.Fatalf("waiter %d: %v", i, r.err)
 		}
@@ -212,12 +213,12 @@ func TestRealAuth(t *testing.T) {
 			tc.cfg.Servers = []string{p.addr}
 			cl := newTestClient(t, tc.cfg)
 			start := time.Now()
-			_, err := cl.Acquire(ctx, "auth/"+string(rune('a'+i)), 0, AcquireOptions{Wait: 20 * time.Second, Lease: time.Second})
+			_, err := cl.Acquire(ctx, "auth/"+string(rune('a'+i)), 0, AcquireOptions{Wait: 2 * clustertest.Bound, Lease: time.Second}) // a wait past the check below
 			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
 				t.Fatalf("Acquire: %v, want %v", err, tc.want)
 			}
 			if tc.want != nil {
-				if d := time.Since(start); d > bound {
+				if d := time.Since(start); d > clustertest.Bound {
 					t.Fatalf("auth failure reported after %v; it should not wait for the deadline", d)
 				}
 				if r := p.requests(wire.OpAcquire, wire.OpRelease, wire.OpPing); len(r) != 0 {
@@ -241,10 +242,10 @@ func TestRealWaitStamping(t *testing.T) {
 	cl := newTestClient(t, Config{Servers: []string{p.addr}, Conns: 1, Clock: clk, Latch1Only: true})
 	start := clk.Now()
 	ch := acquireAsync(cl, context.Background(), "stamp", 0, AcquireOptions{Wait: 10 * time.Second})
-	eventually(t, bound, "request queued", func() bool { return cl.Stats().Queued == 1 })
+	eventually(t, clustertest.Bound, "request queued", func() bool { return cl.Stats().Queued == 1 })
 	clk.Advance(3400 * time.Millisecond)
 	close(hold)
-	r := wait(t, ch, bound)
+	r := wait(t, ch, clustertest.Bound)
 	if r.err != nil {
 		t.Fatalf("Acquire: %v", r.err)
 	}
@@ -271,7 +272,7 @@ func TestRealTicketContextEndsAtDeadline(t *testing.T) {
 	}
 	child, cancel := context.WithCancel(ctx)
 	defer cancel()
-	doneWithin(t, child, bound, "ticket context not done")
+	doneWithin(t, child, clustertest.Bound, "ticket context not done")
 	if now := time.Now(); now.Before(tk.Deadline) {
 		t.Fatalf("ticket context done %v before its deadline", tk.Deadline.Sub(now))
 	}
@@ -338,7 +339,7 @@ func TestRealBadInputsSendNothing(t *testing.T) {
 	if err := cl.Ping(ctx); err != nil {
 		t.Fatalf("Ping: %v", err)
 	}
-	eventually(t, bound, "ping recorded", func() bool { return len(p.requests(wire.OpPing)) == 1 })
+	eventually(t, clustertest.Bound, "ping recorded", func() bool { return len(p.requests(wire.OpPing)) == 1 })
 	as := p.requests(wire.OpAcquire, wire.OpRelease)
 	if len(as) != 1 || string(as[0].Key) != "edge" || as[0].Wait != 255 || as[0].Lease != 3600 {
 		t.Fatalf("frames that reached the server: %+v; want only the valid edge acquire (wait 255, lease 3600)", as)
@@ -357,6 +358,6 @@ func TestRealShutdownIsUnavailable(t *testing.T) {
 	ch := acquireAsync(cl, ctx, "drain", 0, AcquireOptions{Wait: 3 * time.Second})
 	rs.waiters(t, 1)
 	rs.stop()
-	r := wait(t, ch, bound)
+	r := wait(t, ch, clustertest.Bound)
 	unreachable(t, "waiter at shutdown", r.err, rs.addr)
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 // heldTicket starts a real server and a client, and acquires key with lease; ctx ends after
@@ -14,7 +16,7 @@ func heldTicket(t *testing.T, key string, lease time.Duration) (*Client, context
 	t.Helper()
 	rs := startReal(t, nil)
 	cl := newTestClient(t, Config{Servers: []string{rs.addr}})
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 	t.Cleanup(cancel)
 	tk, err := cl.Acquire(ctx, key, 0, AcquireOptions{Lease: lease})
 	if err != nil {
@@ -38,7 +40,7 @@ func TestTicketContextTakenBeforeRelease(t *testing.T) {
 	if err := tk.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	doneWithin(t, work, bound, "context not done after Release")
+	doneWithin(t, work, clustertest.Bound, "context not done after Release")
 	if !errors.Is(work.Err(), context.Canceled) {
 		t.Fatalf("Err() = %v, want Canceled", work.Err())
 	}

@@ -27,7 +27,7 @@ func TestFakeTLS(t *testing.T) {
 	fc := fs.next(t)
 	a := fc.expect(t, wire.OpAcquire)
 	fc.send(t, granted(a.Owner, 8))
-	if r := wait(t, ch, bound); r.err != nil || r.t.Token != 8 {
+	if r := wait(t, ch, clustertest.Bound); r.err != nil || r.t.Token != 8 {
 		t.Fatalf("Acquire over TLS: %v", r.err)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 )
 
@@ -49,7 +50,7 @@ func TestPingNeverOverlapsAnInlineWrite(t *testing.T) {
 	t.Cleanup(func() { cl.Close() })
 	fc := fs.next(t)
 	start := clk.Now()
-	eventually(t, bound, "ping timer", func() bool { return clk.HasTimerAt(start.Add(10 * time.Second)) })
+	eventually(t, clustertest.Bound, "ping timer", func() bool { return clk.HasTimerAt(start.Add(10 * time.Second)) })
 	clk.Advance(10 * time.Second)
 	<-oc.pingEntered
 	res := releaseAsync(cl, context.Background(), "jobs/nightly", 5)
@@ -60,7 +61,7 @@ func TestPingNeverOverlapsAnInlineWrite(t *testing.T) {
 		t.Fatalf("the server read release token %d key %q, want 5 %q", rel.Token, rel.Key, "jobs/nightly")
 	}
 	fc.send(t, wire.Response{Op: wire.OpPing, Owner: ping.Owner}, wire.Response{Op: wire.OpRelease, Owner: rel.Owner})
-	if err := waitErr(t, res, bound, "Release"); err != nil {
+	if err := waitErr(t, res, clustertest.Bound, "Release"); err != nil {
 		t.Fatalf("Release = %v, want nil", err)
 	}
 	if oc.overlapped.Load() {
@@ -118,7 +119,7 @@ func stalledClient(t *testing.T) (*Client, *stallConn) {
 	}
 	t.Cleanup(func() { cl.Close() })
 	fs.next(t)
-	eventually(t, bound, "the connection registered and idle (its writer waiting)", func() bool {
+	eventually(t, clustertest.Bound, "the connection registered and idle (its writer waiting)", func() bool {
 		cl.q.mu.Lock()
 		defer cl.q.mu.Unlock()
 		cn := cl.q.idleLocked()
@@ -140,7 +141,7 @@ func TestBlockedInlineWriteEndsByTheAnswerDeadline(t *testing.T) {
 	}
 	// wait 1 s stamped plus ReplyGrace: the write may block until then, not 5 s.
 	if ahead := time.Duration(sc.ahead.Load()); ahead <= 0 || ahead > time.Second+ReplyGrace+100*time.Millisecond {
-		t.Fatalf("the blocked write's deadline was %v ahead, want at most the answer bound %v", ahead, time.Second+ReplyGrace)
+		t.Fatalf("the blocked write's deadline was %v ahead, want at most the answer clustertest.Bound %v", ahead, time.Second+ReplyGrace)
 	}
 }
 

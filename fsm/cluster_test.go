@@ -22,8 +22,6 @@ import (
 // t.Log logger, and keeps its stores in os.MkdirTemp directories. Here raft logs go to
 // hclog.NewNullLogger(), and every node can be restarted on its own stores.
 
-const clusterWait = 5 * time.Second // bound on every wait; the test takes well under a second
-
 type testNode struct {
 	id     raft.ServerID
 	addr   raft.ServerAddress
@@ -125,10 +123,10 @@ func newTestCluster(t *testing.T, n int) []*testNode {
 	return nodes
 }
 
-// waitFor polls cond until it holds, failing the test after clusterWait.
+// waitFor polls cond until it holds, failing the test after clustertest.Bound.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	clustertest.Eventually(t, clusterWait, what, cond)
+	clustertest.Eventually(t, clustertest.Bound, what, cond)
 }
 
 func leaderOf(t *testing.T, nodes []*testNode) *testNode {
@@ -158,7 +156,7 @@ func propose(t *testing.T, leader *testNode, cmds ...Command) []Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := leader.r.Apply(data, clusterWait)
+	f := leader.r.Apply(data, clustertest.Bound)
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
@@ -166,8 +164,8 @@ func propose(t *testing.T, leader *testNode, cmds ...Command) []Result {
 		if err != nil {
 			t.Fatalf("apply on %s: %v", leader.id, err)
 		}
-	case <-time.After(clusterWait):
-		t.Fatalf("apply on %s did not finish in %v", leader.id, clusterWait)
+	case <-time.After(clustertest.Bound):
+		t.Fatalf("apply on %s did not finish in %v", leader.id, clustertest.Bound)
 	}
 	res := results(t, f.Response())
 	if len(res) != len(cmds) {
@@ -274,7 +272,7 @@ func TestRaftClusterConverges(t *testing.T) {
 	n4 := newTestNode(t, nodes[0].net, 3)
 	n4.start(t)
 	nodes = append(nodes, n4)
-	if err := leader.r.AddVoter(n4.id, n4.addr, 0, clusterWait).Error(); err != nil {
+	if err := leader.r.AddVoter(n4.id, n4.addr, 0, clustertest.Bound).Error(); err != nil {
 		t.Fatalf("AddVoter: %v", err)
 	}
 	wantKinds(t, propose(t, leader, acq("after-join", 1)), Granted)

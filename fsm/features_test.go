@@ -10,6 +10,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 func enable(f Features) Command { return Command{Kind: CmdEnable, Features: f} }
@@ -419,7 +421,7 @@ func TestRaftClusterFeatures(t *testing.T) {
 	n4 := newTestNode(t, nodes[0].net, 3)
 	n4.start(t)
 	nodes = append(nodes, n4)
-	if err := leader.r.AddVoter(n4.id, n4.addr, 0, clusterWait).Error(); err != nil {
+	if err := leader.r.AddVoter(n4.id, n4.addr, 0, clustertest.Bound).Error(); err != nil {
 		t.Fatalf("AddVoter: %v", err)
 	}
 	wantKinds(t, propose(t, leader, acq("after-join", 1)), Granted)

@@ -19,9 +19,6 @@ import (
 	"github.com/latchd/latch/cluster/clustertest"
 )
 
-// httpSlack bounds every wait for something that should happen at once.
-const httpSlack = 5 * time.Second
-
 // serveHTTP serves h with cfg on 127.0.0.1 until the test ends and returns its address and
 // connection cap.
 func serveHTTP(t *testing.T, h http.Handler, cfg HTTPConfig) (string, *connCap) {
@@ -40,7 +37,7 @@ func serveHTTP(t *testing.T, h http.Handler, cfg HTTPConfig) (string, *connCap) 
 
 // healthz GETs /healthz on a fresh connection and reports whether it answered 200 ok.
 func healthz(addr string) error {
-	c := &http.Client{Timeout: httpSlack, Transport: &http.Transport{DisableKeepAlives: true}}
+	c := &http.Client{Timeout: clustertest.Bound, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := c.Get("http://" + addr + "/healthz")
 	if err != nil {
 		return err
@@ -71,14 +68,14 @@ func TestHTTPIdleKeepAliveFlood(t *testing.T) {
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			c, err := net.DialTimeout("tcp", addr, httpSlack)
+			c, err := net.DialTimeout("tcp", addr, clustertest.Bound)
 			<-sem
 			if err != nil {
 				t.Errorf("dial: %v", err)
 				return
 			}
 			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(cfg.IdleTimeout + 4*httpSlack))
+			_ = c.SetDeadline(time.Now().Add(cfg.IdleTimeout + 4*clustertest.Bound))
 			if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: latch\r\n\r\n"); err != nil {
 				closed.Add(1)
 				return
@@ -91,7 +88,7 @@ func TestHTTPIdleKeepAliveFlood(t *testing.T) {
 				lastAnswer.Store(time.Now().UnixNano())
 			}
 			if _, err := br.ReadByte(); isTimeout(err) { // idle until the server closes
-				t.Errorf("connection still open %v after its request", cfg.IdleTimeout+4*httpSlack)
+				t.Errorf("connection still open %v after its request", cfg.IdleTimeout+4*clustertest.Bound)
 				return
 			}
 			closed.Add(1)
@@ -153,7 +150,7 @@ func TestHTTPSlowBodies(t *testing.T) {
 			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: latch\r\nContent-Length: 100000\r\n\r\n", path)
 			cut := trickle(c, 100*time.Millisecond, 30*time.Second)
 			t.Logf("%s: the server stopped the body after %v (ReadTimeout %v)", path, cut.Round(time.Millisecond), cfg.ReadTimeout)
-			if cut > cfg.ReadTimeout+httpSlack {
+			if cut > cfg.ReadTimeout+clustertest.Bound {
 				t.Fatalf("body still read after %v", time.Since(start))
 			}
 		})
@@ -163,7 +160,7 @@ func TestHTTPSlowBodies(t *testing.T) {
 		c := rawHTTP(t, addr)
 		_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\n")
 		cut := trickle(c, 100*time.Millisecond, 30*time.Second)
-		if cut > cfg.ReadHeaderTimeout+httpSlack {
+		if cut > cfg.ReadHeaderTimeout+clustertest.Bound {
 			t.Fatalf("headers still read after %v", cut)
 		}
 	})
@@ -195,7 +192,7 @@ func TestHTTPSlowBodies(t *testing.T) {
 // rawHTTP dials addr and closes the connection when the test ends.
 func rawHTTP(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, httpSlack)
+	c, err := net.DialTimeout("tcp", addr, clustertest.Bound)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +329,7 @@ func TestHTTPCapRefusesWhenAllBusy(t *testing.T) {
 	}
 	inFlight.Wait()
 	c := rawHTTP(t, addr)
-	_ = c.SetReadDeadline(time.Now().Add(httpSlack))
+	_ = c.SetReadDeadline(time.Now().Add(clustertest.Bound))
 	if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil || isTimeout(err) {
 		t.Fatalf("a connection over the cap: read %d, %v; want it closed at once", n, err)
 	}
@@ -366,7 +363,7 @@ func TestHTTPRestoreRefusedBeforeItsBody(t *testing.T) {
 	addr, _ := serveHTTP(t, mux, DefaultHTTPConfig())
 	c := rawHTTP(t, addr)
 	_, _ = io.WriteString(c, "POST /v1/restore?token_floor=5 HTTP/1.1\r\nHost: latch\r\nContent-Length: 900000000\r\n\r\n")
-	_ = c.SetReadDeadline(time.Now().Add(httpSlack))
+	_ = c.SetReadDeadline(time.Now().Add(clustertest.Bound))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("refused restore: %v %v, want 401 at once", resp, err)

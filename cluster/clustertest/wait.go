@@ -6,6 +6,14 @@ import (
 	"time"
 )
 
+// Bound is the one limit, in every package's tests, on a wait for something that crosses
+// goroutines or processes and should happen "soon": a reply, a close, an election, a
+// condition polled with Eventually. It is generous on purpose (the machines are shared, two
+// cores, sometimes under -race): a passing run never comes near it, so reaching it means the
+// event is not coming, not that the machine was slow. A test must not assert that something
+// happens faster than this; where a bound matters, it injects a clock instead.
+const Bound = 30 * time.Second
+
 // Eventually polls cond every 5 ms until it holds, and fails the test if it does not within
 // the bound: a generous one, since these machines are shared and noisy.
 func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
@@ -47,4 +55,14 @@ func SkipUnlessCI(t testing.TB, why string) {
 		t.Fatalf("CI=true: %s", why)
 	}
 	t.Skip(why)
+}
+
+// NeedRoot skips the test unless this process runs as root, saying why it needs root
+// ("creates network namespaces"); under CI=true it fails instead (see SkipUnlessCI): CI runs
+// the suite as root, so there a missing root is a broken setup, not a reason to skip.
+func NeedRoot(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		SkipUnlessCI(t, "needs root: "+why+"; run the tests as root to include it")
+	}
 }

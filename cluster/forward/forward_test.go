@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
@@ -262,7 +263,7 @@ func TestClientGoneLeavesNoLinkState(t *testing.T) {
 	holder.ExpectOp(t, wire.OpRelease, 3)
 	// Granted to the link, whose client has gone: the follower's node gives the grant back
 	// through the link (latch/1 has no cancel), so the key ends free and the link idle.
-	eventually(t, 10*time.Second, "the grant given back", func() bool {
+	eventually(t, clustertest.Bound, "the grant given back", func() bool {
 		st := p.leader.node.Stats()
 		return st.Keys == 0 && st.Waiters == 0
 	})
@@ -303,7 +304,7 @@ func TestLeaderChange(t *testing.T) {
 	if tok := c.ExpectGrant(t, 2); tok <= otok || tok > 1_000_000 {
 		t.Fatalf("waiter granted %d: want the old leader's next token", tok)
 	}
-	eventually(t, 10*time.Second, "old connection closed", func() bool { return link.Stats().Conns == 1 })
+	eventually(t, clustertest.Bound, "old connection closed", func() bool { return link.Stats().Conns == 1 })
 	idle(t, link)
 	f.untouched(t)
 }
@@ -326,7 +327,7 @@ func TestGrantToADepartedClientIsGivenBack(t *testing.T) {
 	holder.ExpectOp(t, wire.OpRelease, 2)
 
 	probe := p.follower.dial(t)
-	eventually(t, 10*time.Second, "the departed client's grant given back", func() bool {
+	eventually(t, clustertest.Bound, "the departed client's grant given back", func() bool {
 		probe.Send(t, wiretest.Acquire(9, 0, 30, "k"))
 		r := probe.Next(t)
 		if r.Op == wire.OpAcquire {

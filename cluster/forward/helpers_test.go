@@ -65,7 +65,7 @@ func startMember(t *testing.T, name string, cfg cluster.Config, router server.Ro
 	go func() { served <- srv.Serve(ln) }()
 	m := &member{node: node, metrics: metrics, srv: srv, addr: ln.Addr().String()}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
 			t.Errorf("%s: Shutdown: %v", name, err)
@@ -191,13 +191,13 @@ func (m *member) queue(t *testing.T, c *wiretest.Conn, owner uint64, key string,
 // waitWaiters polls until m's node has n waiters.
 func (m *member) waitWaiters(t *testing.T, n int) {
 	t.Helper()
-	eventually(t, 10*time.Second, "waiters", func() bool { return m.node.Stats().Waiters == n })
+	eventually(t, clustertest.Bound, "waiters", func() bool { return m.node.Stats().Waiters == n })
 }
 
 // idle polls until the link has nothing queued or in flight.
 func idle(t *testing.T, l *forward.Link) {
 	t.Helper()
-	eventually(t, 10*time.Second, "link idle", func() bool {
+	eventually(t, clustertest.Bound, "link idle", func() bool {
 		st := l.Stats()
 		return st.Queued == 0 && st.InFlight == 0
 	})
@@ -304,7 +304,7 @@ func testLogger(t *testing.T) hclog.Logger {
 // sessions, so a reply to it would be dropped or given back).
 func (m *member) waitConns(t *testing.T, n int) {
 	t.Helper()
-	eventually(t, 10*time.Second, "client connections", func() bool {
+	eventually(t, clustertest.Bound, "client connections", func() bool {
 		var v dto.Metric
 		return m.metrics.Connections.Write(&v) == nil && v.GetGauge().GetValue() == float64(n)
 	})

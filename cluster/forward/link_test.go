@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/forward"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
@@ -99,13 +100,13 @@ func TestUntrustedAnswersKillTheLink(t *testing.T) {
 			f := startFollower(t, link)
 			c := f.dial(t)
 			c.Send(t, wiretest.Acquire(1, 5, 60, "k"))
-			eventually(t, 10*time.Second, "first in flight", func() bool { return link.Stats().InFlight == 1 })
+			eventually(t, clustertest.Bound, "first in flight", func() bool { return link.Stats().InFlight == 1 })
 			c.Send(t, wiretest.Acquire(2, 5, 60, "j"))
 			got := c.NextByOwner(t, 2)
 			if got[1] != errResp(1, wire.ReasonIndeterminate) || got[2] != errResp(2, wire.ReasonIndeterminate) {
 				t.Fatalf("answers %v, want E indeterminate for owners 1 and 2", got)
 			}
-			eventually(t, 10*time.Second, "connection dropped", func() bool { return link.Stats().Conns == 0 })
+			eventually(t, clustertest.Bound, "connection dropped", func() bool { return link.Stats().Conns == 0 })
 			// The next request dials again (and this fake breaks that connection too).
 			c.Send(t, wiretest.Release(3, 1, "x"))
 			c.ExpectError(t, 3, wire.ReasonIndeterminate)
@@ -128,7 +129,7 @@ func TestAnswerOverdue(t *testing.T) {
 	start := time.Now()
 	c.Send(t, wiretest.Acquire(1, 1, 60, "k"))
 	c.ExpectError(t, 1, wire.ReasonIndeterminate)
-	between(t, "indeterminate", time.Since(start), 1300*time.Millisecond, 6*time.Second)
+	between(t, "indeterminate", time.Since(start), 1300*time.Millisecond, clustertest.Bound)
 	idle(t, link)
 }
 
@@ -176,18 +177,27 @@ func TestQueueBoundAndUnsentDeadline(t *testing.T) {
 	}
 }
 
-// Waits count from the follower's read: a request held up before it is written (here a slow
-// dial) is sent with the time it has left, rounded up, so its T comes about wait after the
-// follower read it and never earlier. One whose wait ran out while unsent is E unavailable
-// (never T: the follower cannot know the key was held).
+// Waits count from the follower's read: a request held up before it is written (here a dial
+// the test holds) is sent with the time it has left, rounded up, so its T comes about wait
+// after the follower read it and never earlier. One whose wait ran out while unsent is E
+// unavailable (never T: the follower cannot know the key was held), and is never written.
+//
+// Causal, not timed: the wait the leader is sent is checked against the time the dial was
+// held (measured, so a slow machine only lowers the bound it is held to, never fails it); the
+// second dial is released only once the request's wait has run out (measured from when it was
+// seen queued), and the next acquire on that connection is the first the leader sees.
 func TestWaitCountsFromFollowerRead(t *testing.T) {
 	t.Parallel()
 	ld := startLeader(t)
 	holder := ld.dial(t)
 	holder.Grant(t, 1, 0, 60, "k")
 
-	// A tap in front of the leader records the wait each acquire is written with.
-	waits := make(chan uint8, 4)
+	// A tap in front of the leader records the key and wait of each acquire it forwards.
+	type written struct {
+		key  string
+		wait uint8
+	}
+	waits := make(chan written, 4)
 	tap := startFake(t, func(nc net.Conn) {
 		up, err := net.Dial("tcp", ld.peer)
 		if err != nil {
@@ -212,19 +222,19 @@ func TestWaitCountsFromFollowerRead(t *testing.T) {
 		}()
 		readRequests(nc, func(r wire.Request) bool {
 			if r.Op == wire.OpAcquire {
-				waits <- r.Wait
+				waits <- written{string(r.Key), r.Wait}
 			}
 			up.Write(wire.AppendRequest(nil, &r))
 			return true
 		})
 		up.Close()
 	})
-	var slow atomic.Int64 // how long the next dial takes
-	slow.Store(int64(3500 * time.Millisecond))
+	// Each dial waits for a token on release (or for its ctx to end).
+	release := make(chan struct{}, 1)
 	link := newLink(t, tap.addr, func(c *forward.Config) {
 		c.Dial = latch1(func(ctx context.Context, addr string) (net.Conn, error) {
 			select {
-			case <-time.After(time.Duration(slow.Swap(0))):
+			case <-release:
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
@@ -233,31 +243,56 @@ func TestWaitCountsFromFollowerRead(t *testing.T) {
 	})
 	f := startFollower(t, link)
 	c := f.dial(t)
+	next := func() written {
+		t.Helper()
+		select {
+		case w := <-waits:
+			return w
+		case <-time.After(clustertest.Bound):
+			t.Fatal("no acquire reached the leader")
+			return written{}
+		}
+	}
 
+	// A wait of 8 s, held unsent for at least 2 s: at most 6 s left when it is written.
+	const wait, held = 8 * time.Second, 2 * time.Second
 	start := time.Now()
-	c.Send(t, wiretest.Acquire(2, 5, 60, "k"))
+	c.Send(t, wiretest.Acquire(2, uint8(wait/time.Second), 60, "k"))
+	eventually(t, clustertest.Bound, "the acquire queued behind the dial", func() bool { return link.Stats().Queued == 1 })
+	queued := time.Now() // the follower read it before this
+	time.Sleep(held)
+	released := time.Now() // it is written after this
+	release <- struct{}{}
 	c.ExpectOp(t, wire.OpTimeout, 2)
-	// Sent after ~3.5 s with 2 s (1.5 s left, rounded up): T at ~5.5 s, not at 8.5 s.
-	between(t, "T", time.Since(start), 5*time.Second, 7500*time.Millisecond)
-	if w := <-waits; w < 1 || w > 2 {
-		t.Fatalf("acquire written with wait %d, want the 1.5 s left rounded up (2; 1 on a slow machine)", w)
+	if d := time.Since(start); d < wait {
+		t.Fatalf("T %v after the acquire, before its %v wait, counted from the follower's read, ran out", d, wait)
+	}
+	// Left when written: at most wait - (released - queued), rounded up; counted from the write
+	// it would be the whole wait. A slow machine leaves less, down to 1 (never 0: that is E).
+	maxLeft := wait - released.Sub(queued)
+	maxWait := uint8((maxLeft + time.Second - 1) / time.Second)
+	if w := next(); w.key != "k" || w.wait < 1 || w.wait > maxWait {
+		t.Fatalf("acquire written %+v, want key k with the time left rounded up: 1 to %d (at most %v left)", w, maxWait, maxLeft)
 	}
 
-	// Wait of 1 s, but the link cannot write before 1.5 s: E unavailable, nothing sent.
-	slow.Store(int64(1500 * time.Millisecond))
-	link.SetLeader("") // drop the connection: the next one dials slowly again
+	// A wait of 1 s, with the next dial held until that wait has run out: E unavailable, and
+	// never written (the next acquire is the first the leader sees on the new connection).
+	link.SetLeader("") // drop the connection: the next one is dialled (and held) again
 	link.SetLeader(tap.addr)
-	eventually(t, 10*time.Second, "old connection closed", func() bool { return link.Stats().Conns == 0 })
-	start = time.Now()
+	eventually(t, clustertest.Bound, "old connection closed", func() bool { return link.Stats().Conns == 0 })
 	c.Send(t, wiretest.Acquire(3, 1, 60, "k"))
+	eventually(t, clustertest.Bound, "the acquire queued behind the dial", func() bool { return link.Stats().Queued == 1 })
+	time.Sleep(time.Second + 100*time.Millisecond) // read before now: its 1 s wait has run out
+	release <- struct{}{}
 	c.ExpectError(t, 3, wire.ReasonUnavailable)
-	between(t, "E unavailable", time.Since(start), time.Second, 10*time.Second)
-	select {
-	case w := <-waits:
-		t.Fatalf("an acquire whose wait ran out unsent was written (wait %d)", w)
-	default:
+	c.Send(t, wiretest.Acquire(4, 0, 60, "j"))
+	if r := c.Next(t); r.Op != wire.OpAcquire || r.Owner != 4 {
+		t.Fatalf("acquire of a free key after the dial: %s, want A for owner 4", wiretest.Describe(r))
 	}
-	c.Alive(t, 4)
+	if w := next(); w.key != "j" {
+		t.Fatalf("the first acquire the leader saw after the held dial was %+v: the one whose wait ran out unsent was written", w)
+	}
+	c.Alive(t, 5)
 }
 
 // cutConn accepts only the first cut bytes of its first write, then fails it.
@@ -291,7 +326,7 @@ func TestWriteFailureSplitsOutcomes(t *testing.T) {
 	c := f.dial(t)
 	// Both are queued while the dial hangs, so they go out in one write.
 	c.Send(t, wiretest.Acquire(1, 0, 60, "k"), wiretest.Release(2, 9, "k"))
-	eventually(t, 10*time.Second, "both queued", func() bool { return link.Stats().Queued == 2 })
+	eventually(t, clustertest.Bound, "both queued", func() bool { return link.Stats().Queued == 2 })
 	close(release)
 	got := c.NextByOwner(t, 2)
 	if got[1] != errResp(1, wire.ReasonIndeterminate) || got[2] != errResp(2, wire.ReasonUnavailable) {
@@ -315,9 +350,9 @@ func TestLinkClose(t *testing.T) {
 	cq, ci := fq.dial(t), fi.dial(t)
 
 	cq.Send(t, wiretest.Acquire(1, 30, 60, "k"))
-	eventually(t, 10*time.Second, "dialling", func() bool { return calls.Load() == 1 })
+	eventually(t, clustertest.Bound, "dialling", func() bool { return calls.Load() == 1 })
 	ci.Send(t, wiretest.Acquire(2, 30, 60, "k"))
-	eventually(t, 10*time.Second, "in flight", func() bool { return inflight.Stats().InFlight == 1 })
+	eventually(t, clustertest.Bound, "in flight", func() bool { return inflight.Stats().InFlight == 1 })
 
 	queued.Close()
 	inflight.Close()
@@ -363,7 +398,7 @@ func TestFailBeforeWriteIsUnavailable(t *testing.T) {
 	c.Send(t, wiretest.Acquire(1, 5, 60, "k"))
 	c.ExpectError(t, 1, wire.ReasonUnavailable)
 	// The link dials again and serves.
-	eventually(t, 10*time.Second, "a grant over a new connection", func() bool {
+	eventually(t, clustertest.Bound, "a grant over a new connection", func() bool {
 		c.Send(t, wiretest.Acquire(2, 0, 60, "k"))
 		r := c.Next(t)
 		return r.Op == wire.OpAcquire && r.Owner == 2

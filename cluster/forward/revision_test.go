@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/forward"
 	"github.com/latchd/latch/wire"
 )
@@ -202,7 +203,7 @@ func TestGrantOfTheOtherRevisionKillsTheLink(t *testing.T) {
 			out := make(replies, 2)
 			link.Forward(acquireReq(5, 0, "k"), time.Now(), out)
 			out.expect(t, wire.Response{Op: wire.OpError, Owner: 5, Reason: wire.ReasonIndeterminate})
-			eventually(t, 10*time.Second, "connection dropped", func() bool { return link.Stats().Conns == 0 })
+			eventually(t, clustertest.Bound, "connection dropped", func() bool { return link.Stats().Conns == 0 })
 			link.Forward(acquireReq(6, 0, "k"), time.Now(), out)
 			out.expect(t, wire.Response{Op: wire.OpError, Owner: 6, Reason: wire.ReasonIndeterminate})
 			if n := ld.dials.Load(); n != 2 {
@@ -219,7 +220,7 @@ func TestExtendOutcomesOnLoss(t *testing.T) {
 	link := newLink(t, ld.addr, func(c *forward.Config) { c.Dial = revised(tcpDial) })
 	out := make(replies, 4)
 	link.Forward(extendReq(5, 77, 30, "k"), time.Now(), out)
-	eventually(t, 10*time.Second, "the extend written", func() bool { return frames.Load() == 1 })
+	eventually(t, clustertest.Bound, "the extend written", func() bool { return frames.Load() == 1 })
 	ld.mu.Lock()
 	for _, nc := range ld.conns {
 		nc.Close()

@@ -31,7 +31,7 @@ func startLone(t *testing.T, id string, hold bool) *tmember {
 	cfg.Admin = admin.Credentials{AdminSecrets: [][]byte{[]byte("member-test-admin-secret-0123456789abcdef")}, PeerSecrets: cfg.Peer.Secrets}
 	cfg.Logger = clustertest.Logger(t, id, hclog.Info)
 	cfg.HoldLeases = hold
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 	defer cancel()
 	m, err := Start(ctx, cfg)
 	if err != nil {
@@ -65,7 +65,7 @@ func leasesOn(ms []*tmember) bool {
 // a connection to the leader, and returns what that connection carries.
 func forwardThrough(t *testing.T, f *tmember) uint8 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 	defer cancel()
 	cl := newClient(t, f.clients)
 	tk, err := cl.Acquire(ctx, "through-"+f.m.ID(), 0, client.AcquireOptions{Lease: time.Minute})
@@ -104,7 +104,7 @@ func TestFeatureSwitch(t *testing.T) {
 	}
 	// Off while m2 is a member: the leader has asked it and been refused (when m2 leads, it
 	// asks nobody: it holds the revision back itself, and the links were refused above).
-	clustertest.Eventually(t, waitFor, "dials of the revised channel refused by m2", func() bool { return holder.m.mux.Stats().Rejected >= 2 })
+	clustertest.Eventually(t, clustertest.Bound, "dials of the revised channel refused by m2", func() bool { return holder.m.mux.Stats().Rejected >= 2 })
 	for _, tm := range ms {
 		if tm.m.Leases() {
 			t.Fatalf("%s has the switch on while m2 holds revision 2 back", tm.m.ID())
@@ -121,7 +121,7 @@ func TestFeatureSwitch(t *testing.T) {
 	}
 	// Each phase has a deadline of its own: the waits between them are not bounded by it.
 	phase := func() context.Context {
-		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 		t.Cleanup(cancel)
 		return ctx
 	}
@@ -130,7 +130,7 @@ func TestFeatureSwitch(t *testing.T) {
 		t.Fatalf("remove m2: %v", err)
 	}
 	stop(t, holder)
-	clustertest.Eventually(t, waitFor, "the switch on every member", func() bool { return leasesOn(ms) })
+	clustertest.Eventually(t, clustertest.Bound, "the switch on every member", func() bool { return leasesOn(ms) })
 	for _, tm := range ms[:2] {
 		if st := tm.m.AdminOptions("b").Status().(map[string]any); !st["features"].(map[string]bool)["leases"] {
 			t.Fatalf("%s's status: features %v, want leases", tm.m.ID(), st["features"])
@@ -191,7 +191,7 @@ func TestProbeLeases(t *testing.T) {
 	ms := startCluster(t, 1)
 	held := startLone(t, "h", true)
 	dialOf := func(m *Member) dialer { return m.feat.dial }
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 	defer cancel()
 	if err := probeLeases(ctx, dialOf(ms[0].m), held.m.adv); !errors.Is(err, peer.ErrRejected) {
 		t.Fatalf("probe of a member that holds revision 2 back: %v, want ErrRejected", err)

@@ -49,7 +49,7 @@ func sameAnswer(t *testing.T, what string, leader, follower *httptest.ResponseRe
 func TestForwardedChangeAnswersTheLeadersStatus(t *testing.T) {
 	ms := startCluster(t, 2)
 	leader, follower := leaderOf(t, ms)
-	clustertest.Eventually(t, waitFor, "the feature switch on every member", func() bool { return leasesOn(ms) })
+	clustertest.Eventually(t, clustertest.Bound, "the feature switch on every member", func() bool { return leasesOn(ms) })
 	atLeader, atFollower := adminHandler(leader.m.Admin()), adminHandler(follower.m.Admin())
 
 	// 409: the leader's own peer address, given for another id.
@@ -71,7 +71,7 @@ func TestForwardedChangeAnswersTheLeadersStatus(t *testing.T) {
 		t.Helper()
 		answer := make(chan *httptest.ResponseRecorder, 1)
 		go func() { answer <- call(h, http.MethodPost, "/v1/peers", `{"id":"m7","addr":"`+nowhere+`"}`) }()
-		clustertest.Eventually(t, waitFor, "m7 a nonvoter", func() bool {
+		clustertest.Eventually(t, clustertest.Bound, "m7 a nonvoter", func() bool {
 			for _, s := range leader.m.Raft().Servers() {
 				if s.ID == "m7" {
 					return s.Suffrage == "nonvoter"
@@ -79,7 +79,7 @@ func TestForwardedChangeAnswersTheLeadersStatus(t *testing.T) {
 			}
 			return false
 		})
-		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 		defer cancel()
 		if err := leader.m.Admin().RemoveMember(ctx, "m7"); err != nil {
 			t.Fatalf("removing m7: %v", err)

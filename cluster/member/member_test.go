@@ -18,9 +18,6 @@ import (
 	"github.com/latchd/latch/cluster/raftnode"
 )
 
-// waitFor bounds every wait on an election or on readiness.
-const waitFor = 30 * time.Second
-
 // tmember is one member of an in-process test cluster and its client listener.
 type tmember struct {
 	m       *Member
@@ -41,7 +38,7 @@ func startCluster(t testing.TB, n int, tune ...func(*Config)) []*tmember {
 	}
 	out := make([]*tmember, n)
 	errs := make([]error, n)
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 	defer cancel()
 	var wg sync.WaitGroup
 	for i := range n {
@@ -87,7 +84,7 @@ func startCluster(t testing.TB, n int, tune ...func(*Config)) []*tmember {
 
 func stop(t testing.TB, tm *tmember) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 	defer cancel()
 	if err := tm.m.Stop(ctx); err != nil {
 		t.Errorf("stop %s: %v", tm.m.ID(), err)
@@ -99,7 +96,7 @@ func stop(t testing.TB, tm *tmember) {
 // ready (a follower's link knows the leader), and returns the leader and a follower.
 func leaderOf(t testing.TB, ms []*tmember) (leader, follower *tmember) {
 	t.Helper()
-	clustertest.Eventually(t, waitFor, "one leader, every member ready", func() bool {
+	clustertest.Eventually(t, clustertest.Bound, "one leader, every member ready", func() bool {
 		leader, follower = nil, nil
 		for _, tm := range ms {
 			if tm.stopped {
@@ -139,7 +136,7 @@ func newClient(t *testing.T, addr string) *client.Client {
 func TestThreeMembersForwardAndFailOver(t *testing.T) {
 	ms := startCluster(t, 3)
 	leader, follower := leaderOf(t, ms)
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 	defer cancel()
 
 	// The admin options name this member and its run, and serve membership and locks.

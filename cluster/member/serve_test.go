@@ -26,7 +26,7 @@ func TestServeAndStop(t *testing.T) {
 	cfg.Peer.Secrets = [][]byte{[]byte("member-test-peer-secret-0123456789abcdef")}
 	cfg.Admin = admin.Credentials{AdminSecrets: [][]byte{[]byte("member-test-admin-secret-0123456789abcdef")}, PeerSecrets: cfg.Peer.Secrets}
 	cfg.Logger = clustertest.Logger(t, "s1", hclog.Info)
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 	defer cancel()
 	m, err := Start(ctx, cfg)
 	if err != nil {
@@ -53,7 +53,7 @@ func TestServeAndStop(t *testing.T) {
 		b, _ := io.ReadAll(res.Body)
 		return res.StatusCode, string(b)
 	}
-	clustertest.Eventually(t, waitFor, "/readyz 200 once it leads", func() bool { code, _ := get("/readyz"); return code == http.StatusOK })
+	clustertest.Eventually(t, clustertest.Bound, "/readyz 200 once it leads", func() bool { code, _ := get("/readyz"); return code == http.StatusOK })
 	if code, body := get("/v1/status"); code != http.StatusOK || !strings.Contains(body, `"mode":"cluster"`) || !strings.Contains(body, `"boot":"b1"`) {
 		t.Fatalf("/v1/status %d %s", code, body)
 	}

@@ -111,7 +111,7 @@ func TestFirstByteTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		expectOpen(t, c, 3*cfg.FirstByteTimeout)
-		expectClosed(t, c, slack)
+		expectClosed(t, c, clustertest.Bound)
 		if st := settled(t, m); st.Failed != 1 {
 			t.Fatalf("stats %+v, want 1 failed", st)
 		}
@@ -136,13 +136,13 @@ func TestPerSourceCap(t *testing.T) {
 	mine := helloFrom(t, addr, "127.0.0.1")
 	// 127.0.0.2 is at its cap: its fourth connection closes its own oldest.
 	flood = append(flood, helloFrom(t, addr, "127.0.0.2"))
-	expectClosed(t, flood[0], slack)
+	expectClosed(t, flood[0], clustertest.Bound)
 	others := helloFrom(t, addr, "127.0.0.3")
 	third := helloFrom(t, addr, "127.0.0.3")
 	eventually(t, "a full table", func() bool { return m.tab.size() == 6 })
 	// Full: 127.0.0.3's third connection closes the oldest of the largest source, 127.0.0.2.
 	helloFrom(t, addr, "127.0.0.3")
-	expectClosed(t, flood[1], slack)
+	expectClosed(t, flood[1], clustertest.Bound)
 	for _, c := range []net.Conn{mine, others, third, flood[2], flood[3]} {
 		expectOpen(t, c, 50*time.Millisecond)
 	}
@@ -221,13 +221,13 @@ func startFlood(t testing.TB, addr, src string, n int, budget int64) *clustertes
 // helloFrom dials addr from the local address src and reads the listener's hello.
 func helloFrom(t *testing.T, addr, src string) net.Conn {
 	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: slack}
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: clustertest.Bound}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatalf("dial from %s: %v", src, err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	_ = c.SetDeadline(time.Now().Add(2 * slack))
+	_ = c.SetDeadline(time.Now().Add(2 * clustertest.Bound))
 	readHello(t, c)
 	return c
 }
@@ -239,7 +239,7 @@ func expectOpen(t *testing.T, c net.Conn, d time.Duration) {
 	var b [1]byte
 	n, err := c.Read(b[:])
 	if ne, ok := err.(net.Error); n == 0 && ok && ne.Timeout() {
-		_ = c.SetReadDeadline(time.Now().Add(2 * slack))
+		_ = c.SetReadDeadline(time.Now().Add(2 * clustertest.Bound))
 		return
 	}
 	t.Fatalf("read %d bytes, %v; want the connection open and quiet for %v", n, err, d)

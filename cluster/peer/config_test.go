@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 )
 
@@ -127,7 +128,7 @@ func TestStreamLayerDialAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := la.Dial(raftAddr(lb), slack)
+	c, err := la.Dial(raftAddr(lb), clustertest.Bound)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestStreamLayerDialAndClose(t *testing.T) {
 	if err := lb.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := la.Dial(raftAddr(lb), slack); !errors.Is(err, ErrRejected) {
+	if _, err := la.Dial(raftAddr(lb), clustertest.Bound); !errors.Is(err, ErrRejected) {
 		t.Fatalf("Dial to a closed raft channel = %v, want ErrRejected", err)
 	}
 	c2 := dial(t, b.Addr().String(), ChannelAdmin, cfg)

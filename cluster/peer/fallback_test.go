@@ -8,13 +8,15 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 // dialFallback is DialFallback from a follower's side (ChannelForwardLeases, else
 // ChannelForward) within slack.
 func dialFallback(t *testing.T, addr string, cfg Config) (net.Conn, byte, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), slack)
+	ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 	defer cancel()
 	c, ch, err := DialFallback(ctx, addr, ChannelForwardLeases, ChannelForward, cfg)
 	if err == nil {

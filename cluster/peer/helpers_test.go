@@ -29,9 +29,6 @@ func TestMain(m *testing.M) {
 // in docs/vectors/peer_handshake.json are computed over them.
 var secretOld, secretNew, secretWrong = clustertest.Secrets()
 
-// slack bounds every wait for something that should happen at once.
-const slack = 5 * time.Second
-
 // testLogger sends hclog output to t.Log.
 func testLogger(t *testing.T) hclog.Logger {
 	return clustertest.Logger(t, "peer", hclog.Debug)
@@ -86,7 +83,7 @@ func listen(t *testing.T, cfg Config) *Mux {
 // dial dials channel ch of m with cfg and fails the test on error.
 func dial(t *testing.T, addr string, ch byte, cfg Config) net.Conn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), slack)
+	ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 	defer cancel()
 	c, err := Dial(ctx, addr, ch, cfg)
 	if err != nil {
@@ -99,7 +96,7 @@ func dial(t *testing.T, addr string, ch byte, cfg Config) net.Conn {
 // dialErr dials and returns the error, closing a connection that should not have been made.
 func dialErr(t *testing.T, addr string, ch byte, cfg Config) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), slack)
+	ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 	defer cancel()
 	c, err := Dial(ctx, addr, ch, cfg)
 	if err == nil {
@@ -108,7 +105,7 @@ func dialErr(t *testing.T, addr string, ch byte, cfg Config) error {
 	return err
 }
 
-// accept returns the next connection of l, failing the test if none comes within slack.
+// accept returns the next connection of l, failing the test if none comes within clustertest.Bound.
 func accept(t *testing.T, l net.Listener) net.Conn {
 	t.Helper()
 	type result struct {
@@ -127,17 +124,17 @@ func accept(t *testing.T, l net.Listener) net.Conn {
 		}
 		t.Cleanup(func() { _ = r.c.Close() })
 		return r.c
-	case <-time.After(slack):
+	case <-time.After(clustertest.Bound):
 		_ = l.Close() // ends the goroutine
-		t.Fatalf("Accept: nothing within %v", slack)
+		t.Fatalf("Accept: nothing within %v", clustertest.Bound)
 		return nil
 	}
 }
 
-// eventually polls cond until it holds, failing the test after slack.
+// eventually polls cond until it holds, failing the test after clustertest.Bound.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	clustertest.Eventually(t, slack, what, cond)
+	clustertest.Eventually(t, clustertest.Bound, what, cond)
 }
 
 // settled waits until m has no connection in the handshake, so its counters are final.
@@ -153,11 +150,11 @@ func queued(m *Mux, ch byte) int { return len(m.lns[ch].q) }
 // rawDial opens a plain TCP connection that speaks no handshake by itself.
 func rawDial(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, slack)
+	c, err := net.DialTimeout("tcp", addr, clustertest.Bound)
 	if err != nil {
 		t.Fatalf("raw dial: %v", err)
 	}
-	_ = c.SetDeadline(time.Now().Add(2 * slack))
+	_ = c.SetDeadline(time.Now().Add(2 * clustertest.Bound))
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -210,7 +207,7 @@ func fakeListener(t *testing.T, serve func(c net.Conn)) string {
 			if err != nil {
 				return
 			}
-			_ = c.SetDeadline(time.Now().Add(2 * slack))
+			_ = c.SetDeadline(time.Now().Add(2 * clustertest.Bound))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

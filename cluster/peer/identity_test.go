@@ -218,7 +218,7 @@ func TestStreamLayerAdmission(t *testing.T) {
 		select {
 		case c := <-admitted:
 			return IdentityOf(c)
-		case <-time.After(slack):
+		case <-time.After(clustertest.Bound):
 			t.Fatal("nothing admitted")
 			return Identity{}
 		}
@@ -228,7 +228,7 @@ func TestStreamLayerAdmission(t *testing.T) {
 	legacy := testConfig(t, secretNew)
 	for range 3 {
 		for _, c := range []Config{evil, legacy} {
-			expectClosed(t, dial(t, addr, ChannelRaft, c), slack)
+			expectClosed(t, dial(t, addr, ChannelRaft, c), clustertest.Bound)
 		}
 	}
 	dial(t, addr, ChannelRaft, idConfig(t, "n2", "127.0.0.1:7002", secretNew))

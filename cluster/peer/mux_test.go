@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 // sayAndHear writes msg on c and reads it back from s, the other end.
@@ -18,7 +20,7 @@ func sayAndHear(t *testing.T, c, s net.Conn, msg string) {
 		t.Fatalf("write: %v", err)
 	}
 	buf := make([]byte, len(msg))
-	_ = s.SetReadDeadline(time.Now().Add(slack))
+	_ = s.SetReadDeadline(time.Now().Add(clustertest.Bound))
 	if _, err := io.ReadFull(s, buf); err != nil {
 		t.Fatalf("read: %v", err)
 	}
@@ -71,7 +73,7 @@ func TestChannelSplitConcurrent(t *testing.T) {
 					return
 				}
 				buf := make([]byte, 1)
-				_ = s.SetReadDeadline(time.Now().Add(slack))
+				_ = s.SetReadDeadline(time.Now().Add(clustertest.Bound))
 				if _, err := io.ReadFull(s, buf); err != nil {
 					errs <- err
 				} else if buf[0] != ch {
@@ -84,7 +86,7 @@ func TestChannelSplitConcurrent(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), slack)
+				ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 				defer cancel()
 				c, err := Dial(ctx, addr, ch, cfg)
 				if err != nil {
@@ -133,7 +135,7 @@ func TestUnknownChannelRejected(t *testing.T) {
 		if _, err := io.ReadFull(c, verdict); err != nil || verdict[0] != verdictReject {
 			t.Fatalf("verdict %q, %v; want %q", verdict, err, verdictReject)
 		}
-		expectClosed(t, c, slack)
+		expectClosed(t, c, clustertest.Bound)
 		if st := settled(t, m); st.Rejected != 1 || st.Accepted != 0 {
 			t.Fatalf("stats %+v, want 1 rejected, 0 accepted", st)
 		}
@@ -180,8 +182,8 @@ func TestSilentConnectionClosedAtDeadline(t *testing.T) {
 			readHello(t, c) // the listener speaks first; then waits for the channel byte
 		}
 		start := time.Now()
-		expectClosed(t, c, timeout+slack)
-		if d := time.Since(start); d > timeout+slack {
+		expectClosed(t, c, timeout+clustertest.Bound)
+		if d := time.Since(start); d > timeout+clustertest.Bound {
 			t.Fatalf("closed after %v", d)
 		}
 		if st := settled(t, m); st.Failed != 1 || st.Accepted != 0 {
@@ -200,7 +202,7 @@ func TestPartialProofClosedAtDeadline(t *testing.T) {
 	if _, err := c.Write([]byte{ChannelRaft, 1, 2, 3}); err != nil {
 		t.Fatal(err)
 	}
-	expectClosed(t, c, slack)
+	expectClosed(t, c, clustertest.Bound)
 	if st := settled(t, m); st.Failed != 1 || queued(m, ChannelRaft) != 0 {
 		t.Fatalf("stats %+v, queued %d; want 1 failed, none queued", st, queued(m, ChannelRaft))
 	}
@@ -219,7 +221,7 @@ func TestSlowPeerDoesNotBlockOthers(t *testing.T) {
 	start := time.Now()
 	c := dial(t, addr, ChannelForward, cfg)
 	sayAndHear(t, c, accept(t, m.Listener(ChannelForward)), "served")
-	if d := time.Since(start); d > slack {
+	if d := time.Since(start); d > clustertest.Bound {
 		t.Fatalf("served after %v", d)
 	}
 	eventually(t, "the 5 silent ones, and only they, still in the handshake", func() bool {
@@ -245,7 +247,7 @@ func TestHandshakeCap(t *testing.T) {
 
 	third := rawDial(t, addr)
 	readHello(t, third) // let in: the oldest silent one made room
-	expectClosed(t, first, slack)
+	expectClosed(t, first, clustertest.Bound)
 	eventually(t, "one evicted", func() bool { return m.Stats().Evicted == 1 })
 
 	// second and third speak (a channel byte, no proof): nothing can make room now.
@@ -258,7 +260,7 @@ func TestHandshakeCap(t *testing.T) {
 		return spokenCount(m) == 2
 	})
 	over := rawDial(t, addr)
-	expectClosed(t, over, slack) // no hello: closed before the handshake
+	expectClosed(t, over, clustertest.Bound) // no hello: closed before the handshake
 	eventually(t, "one shed", func() bool { return m.Stats().Shed == 1 })
 	if st := m.Stats(); st.Evicted != 1 {
 		t.Fatalf("stats %+v, want 1 shed and 1 evicted", st)
@@ -315,7 +317,7 @@ func TestCloseEndsEverything(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if d := time.Since(start); d > slack {
+	if d := time.Since(start); d > clustertest.Bound {
 		t.Fatalf("Close took %v", d)
 	}
 	select {
@@ -323,11 +325,11 @@ func TestCloseEndsEverything(t *testing.T) {
 		if !errors.Is(err, net.ErrClosed) {
 			t.Fatalf("Accept after Close = %v, want net.ErrClosed", err)
 		}
-	case <-time.After(slack):
+	case <-time.After(clustertest.Bound):
 		t.Fatal("Accept still blocked after Close")
 	}
-	expectClosed(t, silent, slack)
-	expectClosed(t, queuedConn, slack)
+	expectClosed(t, silent, clustertest.Bound)
+	expectClosed(t, queuedConn, clustertest.Bound)
 	if err := m.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
@@ -350,7 +352,7 @@ func TestDialHonoursContext(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Dial = %v, want context.DeadlineExceeded", err)
 	}
-	if d := time.Since(start); d > slack {
+	if d := time.Since(start); d > clustertest.Bound {
 		t.Fatalf("Dial returned after %v", d)
 	}
 

@@ -25,6 +25,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 // recordFSM records the data of every applied command.
@@ -391,7 +393,7 @@ func attackAll(t *testing.T, nodes []*raftNode, dial func(string, time.Duration)
 func checkHealthy(t *testing.T, nodes []*raftNode, want []string) {
 	t.Helper()
 	l := leader(t, nodes)
-	if err := l.r.Apply([]byte(want[len(want)-1]), slack).Error(); err != nil {
+	if err := l.r.Apply([]byte(want[len(want)-1]), clustertest.Bound).Error(); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
 	for _, nd := range nodes {

@@ -7,6 +7,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 func TestSecretAccepted(t *testing.T) {
@@ -161,7 +163,7 @@ func TestProofForAnotherChannelRejected(t *testing.T) {
 					msg[0] = tc.rewrite
 				}
 				_, _ = up.Write(msg)
-				_ = up.SetDeadline(time.Now().Add(slack))
+				_ = up.SetDeadline(time.Now().Add(clustertest.Bound))
 				_, _ = io.CopyN(d, up, 1+proofSize) // the verdict and, if accepted, the proof
 			})
 			err := dialErr(t, relay, ChannelAdmin, cfg)

@@ -8,6 +8,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/latchd/latch/cluster/clustertest"
 )
 
 func TestMutualTLS(t *testing.T) {
@@ -107,7 +109,7 @@ func TestTLSModeMismatch(t *testing.T) {
 	if err := dialErr(t, plain.Addr().String(), ChannelRaft, ca.config(t, "n2")); err == nil {
 		t.Fatal("TLS dialer talked to a plain listener")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), slack)
+	ctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 	defer cancel()
 	cfg := ca.config(t, "n1")
 	cfg.HandshakeTimeout = 300 * time.Millisecond

@@ -154,6 +154,8 @@ func TestRestoreWaitsForAPackedEntry(t *testing.T) {
 		res, err = l.n.Restore(context.Background(), empty, 0)
 		restored <- err
 	}()
+	// A short window, but one a correct build cannot fail however slow the machine: its
+	// restore cannot finish until release is closed; a slow machine can only let a bug pass.
 	select {
 	case err := <-restored:
 		close(release)

@@ -26,12 +26,12 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
 }
 
-// Bounds on every wait in these tests. The raft timeouts are generous, not quick: with
+// Bounds on every wait in these tests: clustertest.Bound on any condition (passing runs take
+// a few seconds each), and the raft timeouts below. These are generous, not quick: with
 // 300/150 ms a leader lost its quorum ("failed to contact quorum") when other work kept both
 // CPUs busy. A second for both means a first election takes 1-2 s and a stalled leader is
 // deposed only after a full second without contact.
 const (
-	waitFor      = 30 * time.Second // any condition; passing runs take a few seconds each
 	testHB       = time.Second
 	testLease    = time.Second
 	testApply    = 5 * time.Second
@@ -287,10 +287,10 @@ func fsmEquals(f *fsm.FSM, want map[string]fsm.Token, lastToken fsm.Token) bool 
 	return true
 }
 
-// eventually polls cond until it holds, failing the test after waitFor.
+// eventually polls cond until it holds, failing the test after clustertest.Bound.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	clustertest.Eventually(t, waitFor, what, cond)
+	clustertest.Eventually(t, clustertest.Bound, what, cond)
 }
 
 type outcome struct {
@@ -306,8 +306,8 @@ func submit(t testing.TB, n *Node, cmd fsm.Command) (fsm.Result, error) {
 	select {
 	case o := <-ch:
 		return o.res, o.err
-	case <-time.After(waitFor):
-		t.Fatalf("done not called within %v for %v", waitFor, cmd)
+	case <-time.After(clustertest.Bound):
+		t.Fatalf("done not called within %v for %v", clustertest.Bound, cmd)
 		return fsm.Result{}, nil
 	}
 }

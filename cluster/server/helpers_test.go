@@ -41,9 +41,6 @@ func TestMain(m *testing.M) {
 // Secrets of at least wire.MinSecretLen bytes; secretOther is configured on no server.
 var secretOne, secretTwo, secretOther = clustertest.Secrets()
 
-// slack is added to every protocol time bound before a test calls it late.
-const slack = 5 * time.Second
-
 // slow marks a test that waits for real protocol timeouts; it runs in parallel with the others.
 func slow(t *testing.T) {
 	t.Helper()

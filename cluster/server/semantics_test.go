@@ -7,6 +7,7 @@ import (
 
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/behaviour"
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
@@ -85,12 +86,12 @@ func TestSweepGrantsWaiter(t *testing.T) {
 	h.ExpectGrant(t, 2)
 	w.Send(t, wiretest.Acquire(3, 30, 60, "k"))
 	next := w.ExpectGrant(t, 3)
-	within(t, "waiter granted by the sweep", time.Since(start), time.Second, time.Second+5*time.Second+slack)
+	within(t, "waiter granted by the sweep", time.Since(start), time.Second, time.Second+5*time.Second+clustertest.Bound)
 	if next <= tok {
 		t.Fatalf("waiter token %d not above %d", next, tok)
 	}
 	// "alone" had no waiter and no request touched it: the sweep dropped it too.
-	ts.waitStats(t, slack, "sweep frees the untouched key", func(s cluster.Stats) bool { return s.Keys == 1 })
+	ts.waitStats(t, clustertest.Bound, "sweep frees the untouched key", func(s cluster.Stats) bool { return s.Keys == 1 })
 	h.Send(t, wiretest.Release(4, tok, "k"))
 	h.Expect(t, resp(wire.OpNotHeld, 4))
 	w.Send(t, wiretest.Release(5, next, "k"))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
@@ -98,7 +99,7 @@ func TestShutdownDeadlineClosesStuckSession(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Logf("Shutdown returned %v (the stuck write may have timed out first)", err)
 	}
-	within(t, "Shutdown with a 500ms context", time.Since(start), 0, slack+wire.WriteStallTimeout)
+	within(t, "Shutdown with a 500ms context", time.Since(start), 0, clustertest.Bound+wire.WriteStallTimeout)
 	other.ExpectClosed(t)
 	eventually(t, 10*time.Second, "every session ended", func() bool { return ts.connections(t) == 0 })
 }
@@ -193,7 +194,7 @@ func TestShutdownWhileClientStreams(t *testing.T) {
 	if err := ts.srv.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown with clients streaming: %v after %v", err, time.Since(start))
 	}
-	within(t, "Shutdown with clients streaming", time.Since(start), 0, slack)
+	within(t, "Shutdown with clients streaming", time.Since(start), 0, clustertest.Bound)
 }
 
 // Drain answers waiters E unavailable but keeps reading every session: a new acquire is

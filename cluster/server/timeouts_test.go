@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/wire"
 	"github.com/latchd/latch/wire/wiretest"
 )
@@ -44,8 +45,8 @@ func TestHandshakeTimeout(t *testing.T) {
 			start := time.Now() // accept is later, so the deadline is at least start+5s
 			c := wiretest.Dial(t, tc.ts.addr)
 			tc.run(t, c)
-			c.ExpectClosedWithin(t, wire.HandshakeTimeout+slack)
-			within(t, "closed", time.Since(start), wire.HandshakeTimeout, wire.HandshakeTimeout+2*slack)
+			c.ExpectClosedWithin(t, wire.HandshakeTimeout+clustertest.Bound)
+			within(t, "closed", time.Since(start), wire.HandshakeTimeout, wire.HandshakeTimeout+2*clustertest.Bound)
 		})
 	}
 	// A hello begun and never finished: the handshake deadline closes the connection. Section
@@ -55,7 +56,7 @@ func TestHandshakeTimeout(t *testing.T) {
 		start := time.Now()
 		c := wiretest.Dial(t, noAuth.addr)
 		c.Send(t, wiretest.Hello(wire.Version, 0, nonce(t))[:10])
-		r, err := c.TryNext(wire.HandshakeTimeout + slack)
+		r, err := c.TryNext(wire.HandshakeTimeout + clustertest.Bound)
 		if err == nil {
 			if r != errResp(0, wire.ReasonBadRequest) {
 				t.Fatalf("got %s, want nothing or E bad_request owner 0", wiretest.Describe(r))
@@ -64,7 +65,7 @@ func TestHandshakeTimeout(t *testing.T) {
 		} else if !errors.Is(err, wiretest.ErrClosed) {
 			t.Fatalf("want the connection closed: %v", err)
 		}
-		within(t, "closed", time.Since(start), wire.HandshakeTimeout, wire.HandshakeTimeout+2*slack)
+		within(t, "closed", time.Since(start), wire.HandshakeTimeout, wire.HandshakeTimeout+2*clustertest.Bound)
 	})
 }
 
@@ -96,7 +97,7 @@ func TestProgressTimeout(t *testing.T) {
 				c.Expect(t, want)
 			}
 			c.Expect(t, errResp(0, wire.ReasonBadRequest))
-			within(t, "E bad_request", time.Since(start), wire.ProgressTimeout, wire.ProgressTimeout+slack)
+			within(t, "E bad_request", time.Since(start), wire.ProgressTimeout, wire.ProgressTimeout+clustertest.Bound)
 			c.ExpectClosed(t)
 		})
 	}
@@ -122,7 +123,7 @@ func TestProgressTimeout(t *testing.T) {
 		}()
 		defer func() { close(stop); <-wrote }()
 		c.Expect(t, errResp(0, wire.ReasonBadRequest))
-		within(t, "E bad_request", time.Since(start), wire.ProgressTimeout, wire.ProgressTimeout+slack)
+		within(t, "E bad_request", time.Since(start), wire.ProgressTimeout, wire.ProgressTimeout+clustertest.Bound)
 		c.ExpectClosed(t)
 	})
 }
@@ -184,7 +185,7 @@ func TestWriteStallDisconnects(t *testing.T) {
 	ts := startServer(t)
 	c := ts.dial(t)
 	blocked, gone := stallServer(t, c, 60*time.Second)
-	within(t, "disconnect of a client that does not read", gone.Sub(blocked), 0, wire.WriteStallTimeout+3*slack)
+	within(t, "disconnect of a client that does not read", gone.Sub(blocked), 0, wire.WriteStallTimeout+3*clustertest.Bound)
 	eventually(t, 10*time.Second, "connection gone on the server", func() bool { return ts.connections(t) == 0 })
 	// The server still serves others.
 	ts.dial(t).Alive(t, 1)

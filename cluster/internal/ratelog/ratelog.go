@@ -15,6 +15,7 @@ import (
 type Limiter struct {
 	interval time.Duration
 	max      int
+	now      func() time.Time // time.Now; tests swap it for a fake clock
 
 	mu         sync.Mutex
 	last       map[string]time.Time
@@ -26,13 +27,13 @@ type Limiter struct {
 // New returns a Limiter that lets a line per source through every interval, for at most max
 // sources at a time.
 func New(interval time.Duration, max int) *Limiter {
-	return &Limiter{interval: interval, max: max, last: map[string]time.Time{}, suppressed: map[string]uint64{}}
+	return &Limiter{interval: interval, max: max, now: time.Now, last: map[string]time.Time{}, suppressed: map[string]uint64{}}
 }
 
 // Allow reports whether to log a line for source now, and how many lines for it (or for
 // sources not remembered) were held back since the last one let through.
 func (l *Limiter) Allow(source string) (suppressed uint64, ok bool) {
-	now := time.Now()
+	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if t, seen := l.last[source]; seen {

@@ -11,12 +11,17 @@ import (
 type PerSecond struct {
 	next       atomic.Int64 // unix nanoseconds before which lines are held back
 	suppressed atomic.Uint64
+	now        func() time.Time // nil: time.Now; tests set a fake clock before the first Allow
 }
 
 // Allow reports whether to log now, and how many lines were held back since the last one let
 // through.
 func (l *PerSecond) Allow() (suppressed uint64, ok bool) {
-	now := time.Now().UnixNano()
+	clock := time.Now
+	if l.now != nil {
+		clock = l.now
+	}
+	now := clock().UnixNano()
 	next := l.next.Load()
 	if now < next || !l.next.CompareAndSwap(next, now+int64(time.Second)) {
 		l.suppressed.Add(1)
