@@ -40,7 +40,7 @@ var layers = []layer{
 	{pkg: "cluster/raftnode", only: []string{"fsm", "cluster/internal/ratelog", "cluster/outcome", "wire"}},
 	{pkg: "cluster/outcome", only: []string{"wire"}},
 	// The process logger: hclog and the standard library only.
-	{pkg: "cmd/latch/internal/logs", only: []string{}},
+	{pkg: "cmd/internal/logs", only: []string{}},
 	{pkg: "cluster", never: []string{"cluster/raftnode"}},
 	// Single mode has no peers: no member, no peer port, no forwarding.
 	{pkg: "cluster/single", never: []string{"cluster/member", "cluster/peer", "cluster/forward"}},

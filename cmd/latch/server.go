@@ -19,7 +19,7 @@ import (
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/cluster/server"
 	"github.com/latchd/latch/cluster/single"
-	"github.com/latchd/latch/cmd/latch/internal/logs"
+	"github.com/latchd/latch/cmd/internal/logs"
 	"github.com/latchd/latch/wire"
 )
 
