@@ -29,20 +29,24 @@ type forwarded struct {
 	f   Forwarder
 }
 
-// Reply implements Replier. It is called with no lock held (forward.Link delivers so); it
-// takes the node's mutex only for a grant, to read whether c is gone.
+// Reply implements Replier. It is called with no lock held (forward.Link delivers so). A
+// grant is handed to c under the node's mutex, as the node's own replies are, so Detach
+// cannot come between the check that c is still there and the hand-over.
 func (fw *forwarded) Reply(r wire.Response) {
-	if r.Op == wire.OpAcquire { // the link hands grants over as the node's own: A, with any age
-		fw.n.mu.Lock()
-		gone := fw.c.gone
-		fw.n.mu.Unlock()
-		if gone {
-			fw.n.log.Info("granted to a client that has gone; releasing it", "key", string(fw.key), "token", r.Token)
-			fw.f.Forward(&wire.Request{Op: wire.OpRelease, Owner: 1, Token: r.Token, Key: fw.key}, fw.n.Now(), dropAnswer{})
-			return
-		}
+	if r.Op != wire.OpAcquire { // the link hands grants over as the node's own: A, with any age
+		fw.c.out.Reply(r)
+		return
 	}
-	fw.c.out.Reply(r)
+	fw.n.mu.Lock()
+	gone := fw.c.gone
+	if !gone {
+		fw.c.out.Reply(r)
+	}
+	fw.n.mu.Unlock()
+	if gone {
+		fw.n.log.Info("granted to a client that has gone; releasing it", "key", string(fw.key), "token", r.Token)
+		fw.f.Forward(&wire.Request{Op: wire.OpRelease, Owner: 1, Token: r.Token, Key: fw.key}, fw.n.Now(), dropAnswer{})
+	}
 }
 
 // dropAnswer is the Replier of a give-back release: its answer matters to no one.
