@@ -58,9 +58,10 @@ func (s Setup) Open(ctx context.Context) (Config, func(), error) {
 			cl.Close()
 		}
 	}
-	newClient := func(conns int) (*client.Client, error) {
+	newClient := func(conns, first int) (*client.Client, error) {
 		cfg := s.Client
 		cfg.Conns = conns
+		cfg.Servers = rotate(s.Client.Servers, first)
 		cl, err := client.New(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s", ErrSetup, strings.TrimPrefix(err.Error(), "latch: "))
@@ -70,8 +71,11 @@ func (s Setup) Open(ctx context.Context) (Config, func(), error) {
 	}
 	cfg := Config{Keys: s.Keys, Prefix: s.Prefix, Options: s.Options, Warmup: s.Warmup, Duration: s.Duration,
 		Holders: Holders{Count: s.Holders, Every: s.Every, Lease: s.HoldLease, Wait: s.Options.Wait}}
-	for range s.Clients {
-		cl, err := newClient(1) // one connection per worker
+	for i := range s.Clients {
+		// One connection per worker. A client's connections start at its first server, so
+		// worker i's list starts at server i: the workers spread over the nodes as many
+		// processes would, rather than all meeting on the first.
+		cl, err := newClient(1, i)
 		if err != nil {
 			closeAll()
 			return Config{}, nil, err
@@ -80,7 +84,7 @@ func (s Setup) Open(ctx context.Context) (Config, func(), error) {
 	}
 	var err error
 	if s.Holders > 0 {
-		if cfg.Holders.Client, err = newClient(s.HolderConns); err != nil {
+		if cfg.Holders.Client, err = newClient(s.HolderConns, 0); err != nil {
 			closeAll()
 			return Config{}, nil, err
 		}
@@ -99,6 +103,15 @@ func (s Setup) Open(ctx context.Context) (Config, func(), error) {
 		return Config{}, nil, err
 	}
 	return cfg, closeAll, nil
+}
+
+// rotate returns servers starting at index first (modulo its length), wrapping round.
+func rotate(servers []string, first int) []string {
+	if len(servers) == 0 {
+		return servers
+	}
+	first %= len(servers)
+	return append(append([]string(nil), servers[first:]...), servers[:first]...)
 }
 
 // CPUProfile is a Config.Measure that writes a CPU profile of the window (runtime/pprof) to

@@ -54,6 +54,29 @@ func TestSetupOpen(t *testing.T) {
 	}
 }
 
+// The workers spread over the servers: with three separate single-mode servers, three
+// workers each take the same key at once, which they can only if no two share a server.
+func TestSetupSpreadsWorkers(t *testing.T) {
+	var addrs []string
+	for range 3 {
+		addrs = append(addrs, servertest.Start(t, cluster.DefaultConfig(), server.Config{}).Addr)
+	}
+	s := Setup{Client: client.Config{Servers: addrs}, Clients: 3, Keys: 1, Duration: time.Second}
+	cfg, closeAll, err := s.Open(context.Background())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer closeAll()
+	for i, cl := range cfg.Clients {
+		if _, err := cl.Acquire(context.Background(), "shared", 0, client.AcquireOptions{Lease: 30 * time.Second}); err != nil {
+			t.Fatalf("worker %d: %v (two workers are on one server)", i, err)
+		}
+	}
+	if got := rotate([]string{"a", "b", "c"}, 4); len(got) != 3 || got[0] != "b" || got[2] != "a" {
+		t.Fatalf("rotate by 4: %v", got)
+	}
+}
+
 // CPUProfile profiles between the window's open and close; a second profile at once cannot
 // start, is reported, and its close does nothing.
 func TestCPUProfile(t *testing.T) {
