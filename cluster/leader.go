@@ -22,6 +22,7 @@ func (n *Node) Lead() {
 		if lt := t.LastToken(); lt > n.last {
 			n.last = lt
 		}
+		n.view.held.Grow(t.Len()) // one allocation, not a heap and index grown step by step
 		t.Range(func(key string, h fsm.Holder) bool {
 			n.view.hold(key, h.Token, h.Lease, h.Extensions, now)
 			return true

@@ -117,8 +117,10 @@ func (h *Heap) Lookup(key string) (Entry, bool) {
 }
 
 // find returns key's heap position, or -1.
-func (h *Heap) find(key string) int {
-	hash := maphash.String(h.seed, key)
+func (h *Heap) find(key string) int { return h.findHashed(key, maphash.String(h.seed, key)) }
+
+// findHashed is find for a key whose hash the caller has.
+func (h *Heap) findHashed(key string, hash uint64) int {
 	sh := &h.shards[hash>>56]
 	if sh.n == 0 {
 		return -1
@@ -134,7 +136,8 @@ func (h *Heap) find(key string) int {
 // Set makes tok key's holder with deadline, armed, in place of any holder it had, and
 // reports whether key had none.
 func (h *Heap) Set(key string, tok uint64, deadline int64) bool {
-	if p := h.find(key); p >= 0 {
+	hash := maphash.String(h.seed, key)
+	if p := h.findHashed(key, hash); p >= 0 {
 		h.heap[p].tok, h.heap[p].Deadline = uint64(tok), deadline
 		h.fix(p)
 		return false
@@ -142,7 +145,6 @@ func (h *Heap) Set(key string, tok uint64, deadline int64) bool {
 	if len(h.heap) >= math.MaxUint32-1 {
 		panic("cluster: more than 2^32-2 holders in the view")
 	}
-	hash := maphash.String(h.seed, key)
 	sh := &h.shards[hash>>56]
 	if (sh.n+sh.dead+1)*5 > len(sh.pos)*4 { // keep the load, gone slots included, at most 0.8
 		h.resize(int(hash>>56), sh.n+1)
@@ -158,6 +160,29 @@ func (h *Heap) Set(key string, tok uint64, deadline int64) bool {
 	h.slot = append(h.slot, uint32(hash>>56)<<slotBits|uint32(sh.insert(hash, uint32(p+1))))
 	h.up(p)
 	return true
+}
+
+// Grow makes room for n more holders, so that the next n Sets of new keys neither copy the
+// heap nor rebuild the index (a new leader calls it before it fills its view from the table,
+// where growing step by step takes most of the time). It changes nothing the heap holds.
+func (h *Heap) Grow(n int) {
+	if n <= 0 {
+		return
+	}
+	if want := len(h.heap) + n; want > cap(h.heap) {
+		h.heap = append(make([]Entry, 0, want), h.heap...)
+		h.slot = append(make([]uint32, 0, want), h.slot...)
+	}
+	// Keys spread evenly over the shards. resize sizes a shard for a load of 0.6 and it grows
+	// at 0.8, so a shard sized for its even share takes a third more before it grows: far
+	// beyond how unevenly a large n falls (a small one grows cheaply anyway).
+	per := n/indexShards + 1
+	for si := range h.shards {
+		sh := &h.shards[si]
+		if (sh.n+sh.dead+per)*5 > len(sh.pos)*4 {
+			h.resize(si, sh.n+per)
+		}
+	}
 }
 
 // Park marks key's holder parked (never due) if its token is tok; Arm gives key's holder

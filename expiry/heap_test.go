@@ -202,3 +202,42 @@ func TestHeapEachVisitsEveryHolderOnce(t *testing.T) {
 		t.Fatalf("Each went on after false: %d calls", n)
 	}
 }
+
+// Grow on a heap that holds entries keeps them all, findable and in deadline order, and the
+// Sets it made room for neither copy the heap nor rebuild an index shard.
+func TestHeapGrow(t *testing.T) {
+	h := NewHeap()
+	for i := range 300 {
+		h.Set("a"+strconv.Itoa(i), uint64(i+1), int64(1000-i))
+	}
+	const more = 200_000 // large enough that no shard gets a third more than its even share (9 sigma)
+	h.Grow(more)
+	capBefore := cap(h.heap)
+	sizes := make([]int, indexShards)
+	for si := range h.shards {
+		sizes[si] = len(h.shards[si].pos)
+	}
+	for i := range more {
+		h.Set("b"+strconv.Itoa(i), uint64(1000+i), int64(i%50))
+	}
+	if cap(h.heap) != capBefore {
+		t.Errorf("the heap was copied: cap %d, then %d", capBefore, cap(h.heap))
+	}
+	for si := range h.shards {
+		if len(h.shards[si].pos) != sizes[si] {
+			t.Fatalf("shard %d was rebuilt: %d slots, then %d", si, sizes[si], len(h.shards[si].pos))
+		}
+	}
+	if e, ok := h.Lookup("a7"); !ok || e.Token() != 8 || e.Deadline != 993 {
+		t.Fatalf("a7 after Grow: %+v %v", e, ok)
+	}
+	last := int64(-1)
+	for n := 0; h.Len() > 0; n++ {
+		e, ok := h.Peek(1 << 40)
+		if !ok || e.Deadline < last {
+			t.Fatalf("entry %d: %+v %v after deadline %d", n, e, ok, last)
+		}
+		last = e.Deadline
+		h.Remove(e.Key)
+	}
+}
