@@ -19,6 +19,7 @@ import (
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/cluster/server"
 	"github.com/latchd/latch/cluster/single"
+	"github.com/latchd/latch/cmd/internal/gctune"
 	"github.com/latchd/latch/cmd/internal/logs"
 	"github.com/latchd/latch/wire"
 )
@@ -131,6 +132,7 @@ func runServer(c *cli.Context) error {
 	httpCfg.MaxConns = fds.HTTP // within the open-files limit, beside the client connections
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	go gctune.Run(ctx, log.Named("gc")) // the heap's headroom in proportion to the table
 	var run running
 	if mode == "cluster" {
 		mcfg, err := memberConfig(c, log, cred, tlsCfg, nodeCfg, scfg)
