@@ -62,6 +62,7 @@ func (r *remembered) get() fsm.Features { return fsm.Features(r.bits.Load()) }
 func (r *remembered) watch(ctx context.Context, applied func() fsm.Features) {
 	t := time.NewTicker(rememberEvery)
 	defer t.Stop()
+	failing := "" // the error last logged: a write that keeps failing (a full disk) is said once
 	for {
 		select {
 		case <-ctx.Done():
@@ -73,9 +74,13 @@ func (r *remembered) watch(ctx context.Context, applied func() fsm.Features) {
 			continue
 		}
 		if err := r.write(now); err != nil {
-			r.log.Warn("could not remember the cluster's features in the data dir; a restart offers them only once the log is replayed", "error", err)
+			if err.Error() != failing {
+				failing = err.Error()
+				r.log.Warn("could not remember the cluster's features in the data dir; a restart offers them only once the log is replayed (tried again every second, said again only if the error changes)", "error", err)
+			}
 			continue
 		}
+		failing = ""
 		r.bits.Store(uint32(now))
 		r.log.Info("cluster features remembered in the data dir", "features", now.String())
 	}
@@ -85,6 +90,7 @@ func (r *remembered) watch(ctx context.Context, applied func() fsm.Features) {
 func (r *remembered) write(f fsm.Features) error {
 	tmp := r.path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(strconv.FormatUint(uint64(f), 10)+"\n"), 0o600); err != nil {
+		_ = os.Remove(tmp) // a full disk may have left part of it
 		return err
 	}
 	fh, err := os.Open(tmp)

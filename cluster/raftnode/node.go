@@ -29,6 +29,7 @@ type Node struct {
 	wal     *wal.WAL              // the Raft log
 	walMeta *metadb.BoltMetaDB    // the WAL's metadata; closed after it
 	trans   raft.Transport        // the real transport, under filter
+	disk    diskFull              // whether the data dir ran out of space (disk.go)
 	filter  *filter               // what raft runs on: drops RPCs from outside the configuration
 	members members               // the configuration the filter and CheckPeer check against
 	addr    string                // Advertise, resolved
@@ -211,12 +212,13 @@ func Open(cfg Config) (*Node, error) {
 	if err := n.promise.flush(); err != nil {
 		return fail(err)
 	}
-	logs, err := raft.NewLogCache(logCacheSize, promisedLog{LogStore: wlog, k: n.promise})
+	n.disk.log = n.log
+	logs, err := raft.NewLogCache(logCacheSize, promisedLog{LogStore: wlog, k: n.promise, disk: &n.disk})
 	if err != nil {
 		return fail(fmt.Errorf("raftnode: log cache: %w", err))
 	}
-	stable := promisedStable{StableStore: store, k: n.promise, log: n.log}
-	snapStore := promisedSnapshots{SnapshotStore: snaps, k: n.promise, log: n.log}
+	stable := promisedStable{StableStore: store, k: n.promise, log: n.log, disk: &n.disk}
+	snapStore := promisedSnapshots{SnapshotStore: snaps, k: n.promise, log: n.log, disk: &n.disk, dir: cfg.DataDir, mu: new(sync.Mutex)}
 	var servers []raft.Server
 	switch {
 	case existing:

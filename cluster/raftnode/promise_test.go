@@ -205,7 +205,7 @@ func TestPromiseLoweredBeforeTailCleared(t *testing.T) {
 	w := f.open(t, 0)
 	defer f.close(t, w)
 	k := newKeeper(f.dataDir, promise{})
-	l := promisedLog{LogStore: w, k: k}
+	l := promisedLog{LogStore: w, k: k, disk: &diskFull{log: hclog.NewNullLogger()}}
 	for i := uint64(1); i <= 10; i++ {
 		if err := l.StoreLogs([]*raft.Log{{Index: i, Term: i, Type: raft.LogCommand, Data: []byte("x")}}); err != nil {
 			t.Fatal(err)
@@ -246,7 +246,7 @@ func TestPromiseKeepsVote(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bolt.Close()
-	s := promisedStable{StableStore: bolt, k: newKeeper(dir, promise{}), log: hclog.NewNullLogger()}
+	s := promisedStable{StableStore: bolt, k: newKeeper(dir, promise{}), log: hclog.NewNullLogger(), disk: &diskFull{log: hclog.NewNullLogger()}}
 	if err := s.SetUint64(keyCurrentTerm, 7); err != nil {
 		t.Fatal(err)
 	}

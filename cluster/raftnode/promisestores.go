@@ -3,6 +3,7 @@ package raftnode
 import (
 	"bytes"
 	"io"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -25,13 +26,14 @@ var (
 // holds. A start that finds raft.db ahead of the promise checks term and vote only.
 type promisedStable struct {
 	raft.StableStore
-	k   *keeper
-	log hclog.Logger
+	k    *keeper
+	log  hclog.Logger
+	disk *diskFull
 }
 
 func (s promisedStable) Set(key, val []byte) error {
 	if err := s.StableStore.Set(key, val); err != nil {
-		return err
+		return s.disk.failed("write the term and vote to raft.db", err)
 	}
 	if !bytes.Equal(key, keyLastVoteCand) {
 		return nil
@@ -45,7 +47,7 @@ func (s promisedStable) Set(key, val []byte) error {
 
 func (s promisedStable) SetUint64(key []byte, val uint64) error {
 	if err := s.StableStore.SetUint64(key, val); err != nil {
-		return err
+		return s.disk.failed("write the term and vote to raft.db", err)
 	}
 	if !bytes.Equal(key, keyCurrentTerm) {
 		return nil
@@ -66,7 +68,8 @@ func (s promisedStable) promise(fn func(p *promise)) error {
 // entries that were never committed, when a leader of a newer term replaces them.
 type promisedLog struct {
 	raft.LogStore
-	k *keeper
+	k    *keeper
+	disk *diskFull
 }
 
 // IsMonotonic passes raft-wal's answer on (raft.MonotonicLogStore): raft then clears the
@@ -80,8 +83,9 @@ func (l promisedLog) StoreLog(e *raft.Log) error { return l.StoreLogs([]*raft.Lo
 
 func (l promisedLog) StoreLogs(es []*raft.Log) error {
 	if err := l.LogStore.StoreLogs(es); err != nil {
-		return err
+		return l.disk.failed("append to the raft log", err)
 	}
+	l.disk.wrote()
 	if n := len(es); n > 0 {
 		last := es[n-1]
 		l.k.set(func(p *promise) { p.LastIndex, p.LastTerm = last.Index, last.Term })
@@ -129,32 +133,47 @@ func (l promisedLog) DeleteRange(min, max uint64) error {
 // completely (its sink closed without error) is promised at once. A failed promise write
 // is logged, not returned: the snapshot is whole, and a promise that lags only weakens the
 // next start's check.
+//
+// A Create that fails (a full disk while raft's store writes the snapshot's metadata) leaves
+// a directory raft never removes; it is removed here. (A sink that fails later removes its
+// own.) Creates are serialised, so that the directories of sinks already open are known.
 type promisedSnapshots struct {
 	raft.SnapshotStore
-	k   *keeper
-	log hclog.Logger
+	k    *keeper
+	log  hclog.Logger
+	disk *diskFull
+	dir  string // the data directory
+	mu   *sync.Mutex
 }
 
 func (s promisedSnapshots) Create(version raft.SnapshotVersion, index, term uint64, conf raft.Configuration,
 	confIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	s.mu.Lock()
+	open := snapshotsInProgress(s.dir)
 	sink, err := s.SnapshotStore.Create(version, index, term, conf, confIndex, trans)
 	if err != nil {
-		return nil, err
+		removeUnfinishedSnapshots(s.dir, open, s.log)
 	}
-	return &promisedSink{SnapshotSink: sink, k: s.k, log: s.log, index: index, term: term}, nil
+	s.mu.Unlock()
+	if err != nil {
+		return nil, s.disk.failed("create a snapshot", err)
+	}
+	return &promisedSink{SnapshotSink: sink, k: s.k, log: s.log, disk: s.disk, index: index, term: term}, nil
 }
 
 type promisedSink struct {
 	raft.SnapshotSink
 	k           *keeper
 	log         hclog.Logger
+	disk        *diskFull
 	index, term uint64
 }
 
 func (s *promisedSink) Close() error {
 	if err := s.SnapshotSink.Close(); err != nil {
-		return err
+		return s.disk.failed("write a snapshot", err)
 	}
+	s.disk.wrote()
 	err := s.k.change(func(p *promise) {
 		if s.index > p.SnapshotIndex {
 			p.SnapshotIndex, p.SnapshotTerm = s.index, s.term

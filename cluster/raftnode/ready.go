@@ -59,6 +59,9 @@ func (n *Node) Ready() error {
 	if err := n.fsm.Err(); err != nil {
 		return err
 	}
+	if err := n.disk.Err(); err != nil {
+		return err
+	}
 	if err := n.memberErr(); err != nil {
 		return err
 	}

@@ -95,6 +95,7 @@ func openStores(dir string, base hclog.Logger, lenient bool) (*stores, error) {
 				"with an empty --data-dir and let it catch up from the cluster", path, walDir)
 		}
 	}
+	removeUnfinishedSnapshots(dir, nil, base.Named("snapshots")) // no snapshot is being written yet
 	if st.snaps, err = raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, base.Named("snapshots")); err != nil {
 		_ = st.close()
 		return nil, broken(dir, "open the snapshot store in "+dir, err)
@@ -113,8 +114,8 @@ func raftDBPresent(dir, path string) error {
 	if files, _ := segmentFiles(filepath.Join(dir, "wal")); len(files) > 0 {
 		left = append(left, fmt.Sprintf("%d log segments in wal/", len(files)))
 	}
-	if snaps, _ := os.ReadDir(filepath.Join(dir, "snapshots")); len(snaps) > 0 {
-		left = append(left, "snapshots/")
+	if snaps, _ := os.ReadDir(filepath.Join(dir, "snapshots")); len(snaps) > len(snapshotsInProgress(dir)) {
+		left = append(left, "snapshots/") // a snapshot cut short (.tmp) is none: removed at the start
 	}
 	if _, err := os.Stat(filepath.Join(dir, promiseFile)); err == nil {
 		left = append(left, promiseFile)
