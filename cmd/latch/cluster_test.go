@@ -388,7 +388,7 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 	default:
 	}
 	tc.procs = append(tc.procs, startServer(t, nil, append([]string{"--mode", "cluster", "--id", "n6",
-		"--data-dir", filepath.Join(tc.dataDir, "n6"), "--raft-addr", n6}, sec.serverArgs()...)...))
+		"--data-dir", filepath.Join(tc.dataDir, "n6"), "--raft-addr", n6, "--join", tc.procs[f].http}, sec.serverArgs()...)...))
 	if code := exitWithin(t, addDone, 40*time.Second, "peers add, once n6 started,", addOut); code != 0 || !strings.Contains(addOut.String(), "added n6") {
 		t.Fatalf("peers add once n6 runs: exit %d\n%s", code, addOut.String())
 	}

@@ -132,6 +132,12 @@ func TestExitCodes(t *testing.T) {
 		{"server bad value", nil, []string{"server", "--max-conns", "many"}, exitUsage},
 		{"server damaged data dir", nil, []string{"server", "--mode", "cluster", "--id", "n1", "--data-dir", damaged, "--bootstrap",
 			"--raft-addr", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, exitLocalIO},
+		{"server single with cluster flags", nil, []string{"server", "--mode", "single", "--id", "x", "--data-dir", filepath.Join(dir, "single"),
+			"--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, exitUsage},
+		{"server cluster with no way in", nil, []string{"server", "--mode", "cluster", "--id", "n1", "--data-dir", filepath.Join(dir, "lonely"),
+			"--raft-addr", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, exitUsage},
+		{"server cluster without id", nil, []string{"server", "--mode", "cluster", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, exitUsage},
+		{"server token floor at the end", nil, []string{"server", "--token-floor", "9223372036854775807", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, exitUsage},
 		{"version extra argument", nil, []string{"version", "x"}, exitUsage},
 	}
 	// The rows run in parallel inside one group, which ends only when they all have: the

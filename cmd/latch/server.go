@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -81,6 +82,21 @@ func runServer(c *cli.Context) error {
 	if mode != "single" && mode != "cluster" {
 		return fmt.Errorf("--mode %q: use single or cluster", mode)
 	}
+	if mode == "single" {
+		var set []string
+		for _, f := range clusterFlags() {
+			if name := f.Names()[0]; c.IsSet(name) {
+				set = append(set, "--"+name)
+			}
+		}
+		if len(set) > 0 {
+			return usageErr("server", "%s: cluster-mode flags, which single mode does not read: it keeps every lock in memory "+
+				"(nothing goes to a data dir) and has no peers; drop them, or give --mode cluster", strings.Join(set, ", "))
+		}
+	}
+	if f := c.Uint64("token-floor"); f >= wire.MaxToken {
+		return usageErr("server", "--token-floor %d: the counter ends at %d, so no acquire could ever be granted; the floor must be below it", f, wire.MaxToken)
+	}
 	if n := c.Int("max-conns"); n < 1 {
 		return fmt.Errorf("--max-conns %d: set it to at least 1", n)
 	}
@@ -139,10 +155,17 @@ func runServer(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := mcfg.Validate(); err != nil {
+			return usageErr("server", "%v", err)
+		}
+		if err := wayIn(mcfg); err != nil {
+			return err
+		}
 		mem, err := member.Start(ctx, mcfg)
-		if errors.Is(err, raftnode.ErrDataDirBroken) {
+		switch {
+		case errors.Is(err, raftnode.ErrDataDirBroken):
 			return cli.Exit("latch server: "+err.Error(), exitLocalIO)
-		} else if err != nil {
+		case err != nil:
 			return err
 		}
 		if err := mem.Serve(member.ServeConfig{Listen: c.String("listen"), TLS: tlsCfg.Client, HTTPServer: httpCfg, Boot: boot, Pprof: c.Bool("pprof")}); err != nil {
@@ -182,6 +205,22 @@ func runServer(c *cli.Context) error {
 	}
 	log.Info("latch stopped")
 	return nil
+}
+
+// wayIn refuses a cluster node that could only wait, for ever, to be added: no raft state in
+// its data dir, and neither --initial-cluster, --join nor --bootstrap. (A node an operator
+// added with `latch peers add` first is started with --join, and finds itself listed.)
+func wayIn(cfg member.Config) error {
+	r := cfg.Raft
+	if r.Bootstrap || len(r.InitialCluster) > 0 || cfg.Join != "" {
+		return nil
+	}
+	if has, err := raftnode.HasState(r.DataDir); err != nil || has {
+		return nil // a broken dir is member.Start's to report (exit 74)
+	}
+	return usageErr("server", "--data-dir %s holds no raft state, and nothing says how to find the cluster: give --initial-cluster ID=ADDR,... "+
+		"(the same list on every initial node), --join ADDR (any member's --http; also for a node already added with latch peers add), "+
+		"or --bootstrap (a new one-node cluster)", r.DataDir)
 }
 
 // running is a started server of either mode (single.Node, or a member.Member that serves)
