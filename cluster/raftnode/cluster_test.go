@@ -239,6 +239,9 @@ func TestAddVoterCaughtUp(t *testing.T) {
 	if !errors.Is(err, ErrNotCaughtUp) || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "add it again") {
 		t.Fatalf("AddVoterCaughtUp for a node that is not running = %v, want ErrNotCaughtUp saying what it saw and what to do", err)
 	}
+	if !errors.Is(err, oc.Indeterminate) || errors.Is(err, oc.Unavailable) {
+		t.Fatalf("AddVoterCaughtUp left a nonvoter behind: %v, want Indeterminate (exit 76), not Unavailable (nothing applied)", err)
+	}
 	if asked < 2 {
 		t.Fatalf("the new member was asked %d times in a second, want it polled", asked)
 	}

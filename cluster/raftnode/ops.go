@@ -129,8 +129,9 @@ func (n *Node) AddVoter(id, addr string) error {
 // already just goes through AddVoter (an address change, or nothing).
 //
 // When ctx ends first the member stays a nonvoter: it keeps replicating, it never counts for
-// the quorum, and calling this again resumes. The error then wraps ErrNotCaughtUp and says
-// what the member last answered. Other errors as AddVoter.
+// the quorum, and calling this again resumes. The error then wraps ErrNotCaughtUp, has the
+// outcome Indeterminate (the configuration changed, the vote was not given) and says what
+// the member last answered. Other errors as AddVoter.
 func (n *Node) AddVoterCaughtUp(ctx context.Context, id, addr string, poll time.Duration, lastIndex func(context.Context) (uint64, error)) error {
 	if !n.IsLeader() {
 		return fmt.Errorf("raftnode: add voter %q: %w", id, n.notLeaderErr())
@@ -166,9 +167,12 @@ func (n *Node) AddVoterCaughtUp(ctx context.Context, id, addr string, poll time.
 			if err != nil {
 				saw = "asking it failed: " + err.Error()
 			}
-			return fmt.Errorf("%w: %q (%s) is a nonvoter and replicates, but had not reached index %d "+
-				"before the deadline (%s); start it if it is not running, and add it again once it has caught up",
-				ErrNotCaughtUp, id, addr, target, saw)
+			// Indeterminate, not unavailable: the call changed the configuration (the nonvoter
+			// is in it) although it did not do what was asked; running it again is safe.
+			return oc.New(oc.Indeterminate, fmt.Errorf("%w: %q (%s) is left in the configuration as a nonvoter and replicates, but had not reached index %d "+
+				"before the deadline (%s); start it if it is not running (with --join), and add it again once it has caught up, "+
+				"or remove it with latch peers remove",
+				ErrNotCaughtUp, id, addr, target, saw))
 		case <-tick.C:
 		}
 	}

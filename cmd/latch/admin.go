@@ -63,7 +63,8 @@ func adminCall(c *cli.Context, verb string, signed bool, timeout time.Duration, 
 }
 
 // adminExit maps a failed admin call to its exit code: 76 when the node said it does not know
-// whether the change was applied, 65 when it refused the request as not applicable (400, 404:
+// whether the change was applied, or that it applied part of it (a peers add that left a
+// nonvoter that did not catch up), 65 when it refused the request as not applicable (400, 404:
 // no such member or a single-mode node, 409, 413), else 69 (unreachable, not authorized,
 // unavailable: nothing was applied).
 func adminExit(verb string, err error) error {
@@ -123,10 +124,11 @@ func peersCommand() *cli.Command {
 				Name:  "add",
 				Usage: "add a member: its --id and its --advertise (or --raft-addr) address",
 				Description: "A voter joins as a nonvoter and gets its vote once it has caught up with the log, so\n" +
-					"it never counts for the quorum before it can acknowledge: start the new node (with no\n" +
-					"--bootstrap, --initial-cluster or --join) before or while this waits. If it has not\n" +
-					"caught up within about 25 s it stays a nonvoter (it keeps replicating): run this\n" +
-					"again once it runs. Refused (409) when another node answers at --raft-addr.",
+					"it never counts for the quorum before it can acknowledge: start the new node (with\n" +
+					"--join ANY-NODE's --http) before or while this waits. If it has not caught up within\n" +
+					"about 25 s it is left a nonvoter (it keeps replicating) and this exits 76: run it\n" +
+					"again once the node runs, or peers remove it. Refused (409) when another node answers\n" +
+					"at --raft-addr.",
 				Flags: append(adminFlags(),
 					&cli.StringFlag{Name: "id", Usage: "the new member's `ID` (required)"},
 					&cli.StringFlag{Name: "raft-addr", Usage: "the new member's peer `ADDR` (required)"},

@@ -408,6 +408,21 @@ func TestClusterMembershipThroughTheCLI(t *testing.T) {
 	if strings.Contains(members(l), "n4") {
 		t.Fatalf("the removed n4 is back:\n%s", members(l))
 	}
+	// A voter that never runs is left a nonvoter: the call changed the configuration without
+	// doing what was asked, so it exits 76 (not 69, "nothing was applied") and says how to
+	// undo it; peers remove does.
+	dead := clustertest.DeadAddr(t)
+	_, addOut, addDone = start(t, nil, "peers", "add", "--http", tc.procs[l].http, "--id", "n9", "--raft-addr", dead, "--admin-secret-file", secret)
+	if code := exitWithin(t, addDone, 60*time.Second, "peers add of a node that never runs", addOut); code != exitIndeterminate ||
+		!strings.Contains(addOut.String(), "nonvoter") || !strings.Contains(addOut.String(), "peers remove") {
+		t.Fatalf("peers add of a node that never runs: exit %d, want %d:\n%s", code, exitIndeterminate, addOut.String())
+	}
+	if got := suffrage()["n9 "+dead]; got != "nonvoter" {
+		t.Fatalf("n9 after the failed add: %q, want nonvoter:\n%s", got, members(l))
+	}
+	if code, out := run(t, nil, "peers", "remove", "--http", tc.procs[l].http, "--id", "n9", "--admin-secret-file", secret); code != 0 {
+		t.Fatalf("peers remove n9: exit %d, %s", code, out)
+	}
 }
 
 // TestFiveNodesTransferAndLoseTwo: a five-node cluster hands leadership over when its leader
