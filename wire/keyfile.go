@@ -12,12 +12,18 @@ import (
 // whoever can change a secret or key file decides who is trusted.
 var ErrKeyFileWritable = errors.New("writable by its group or by others")
 
+// ErrKeyFileOwner is ReadKeyFile's refusal of a file (or its directory) that a process
+// running as root finds owned by another user, who could change what root trusts.
+var ErrKeyFileOwner = errors.New("owned by another user than root")
+
 // ReadKeyFile reads a secret file or private key file, the one rule for both the server and
 // the client library. It refuses a file that its group or others may write (an error that
 // is ErrKeyFileWritable and names the fix), and reports as exposed one that others than its
 // owner may read: by everyone, or by its group when this process owns it. A group-readable
 // file this process does not own is how a Kubernetes Secret volume (root-owned, read through
-// fsGroup) is meant to be read, so that one is not exposed. Exposed is for a warning.
+// fsGroup) is meant to be read, so that one is not exposed. Exposed is for a warning. It also
+// refuses a file whose owner or directory lets someone else change it (checkPlace: a root
+// process and a file of another user, a directory others may write without the sticky bit).
 func ReadKeyFile(path string) (data []byte, exposed bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -29,6 +35,9 @@ func ReadKeyFile(path string) (data []byte, exposed bool, err error) {
 		return nil, false, err
 	}
 	if exposed, err = CheckKeyMode(path, fi.Mode().Perm(), ownedByMe(fi)); err != nil {
+		return nil, false, err
+	}
+	if err := checkPlace(path, fi); err != nil {
 		return nil, false, err
 	}
 	if data, err = io.ReadAll(f); err != nil {

@@ -42,8 +42,8 @@ func TestKeyFileModes(t *testing.T) {
 	}
 }
 
-// LoadSecrets reads each principal's file and warns about a secret two of them share; a
-// file others may write is refused, naming its flag.
+// LoadSecrets reads each principal's file, refuses a secret two of them share unless told
+// it is deliberate (then warns); a file others may write is refused, naming its flag.
 func TestLoadSecrets(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, perm os.FileMode, lines ...string) string {
@@ -59,7 +59,13 @@ func TestLoadSecrets(t *testing.T) {
 	c, p, a := strings.Repeat("c", 40), strings.Repeat("p", 40), strings.Repeat("a", 40)
 	var log strings.Builder
 	logger := hclog.New(&hclog.LoggerOptions{Output: &log, Level: hclog.Warn})
-	s, err := LoadSecrets(SecretFiles{Client: write("client", 0o600, c), Peer: write("peer", 0o600, p, c), Admin: write("admin", 0o600, a)}, logger)
+	files := SecretFiles{Client: write("client", 0o600, c), Peer: write("peer", 0o600, p, c), Admin: write("admin", 0o600, a)}
+	if _, err := LoadSecrets(files, logger); !errors.Is(err, ErrSharedSecret) || !strings.Contains(err.Error(), "--secret-file and --peer-secret-file") ||
+		!strings.Contains(err.Error(), "--allow-shared-secrets") {
+		t.Fatalf("a secret in two files: %v, want ErrSharedSecret naming both flags and the way out", err)
+	}
+	files.AllowShared = true
+	s, err := LoadSecrets(files, logger)
 	if err != nil || len(s.Client) != 1 || len(s.Peer) != 2 || len(s.Admin) != 1 || string(s.Peer[0]) != p {
 		t.Fatalf("LoadSecrets: %+v, %v", s, err)
 	}

@@ -2,6 +2,7 @@ package creds
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 
@@ -15,6 +16,9 @@ type SecretFiles struct {
 	Client string // --secret-file
 	Peer   string // --peer-secret-file
 	Admin  string // --admin-secret-file
+	// AllowShared (--allow-shared-secrets) lets two files hold the same secret, with a
+	// warning: a step of the move from one secret to three, never a place to stay.
+	AllowShared bool
 }
 
 // Secrets are the secrets of a server, one list per principal (each nil when its file is not
@@ -23,8 +27,12 @@ type Secrets struct {
 	Client, Peer, Admin [][]byte
 }
 
-// LoadSecrets reads the three secret files and warns (on log) about a secret that two of
-// them share.
+// ErrSharedSecret is LoadSecrets' refusal of a secret that two principals' files share
+// without SecretFiles.AllowShared.
+var ErrSharedSecret = errors.New("a secret is in two secret files")
+
+// LoadSecrets reads the three secret files. A secret that two of them share is refused
+// (ErrSharedSecret, naming both flags), or with files.AllowShared warned about on log.
 func LoadSecrets(files SecretFiles, log hclog.Logger) (Secrets, error) {
 	var s Secrets
 	var err error
@@ -36,7 +44,15 @@ func LoadSecrets(files SecretFiles, log hclog.Logger) (Secrets, error) {
 			return s, err
 		}
 	}
-	warnShared(log, s)
+	if files.AllowShared {
+		warnShared(log, s)
+		return s, nil
+	}
+	if a, b, ok := shared(s); ok {
+		return s, fmt.Errorf("%s and %s: %w: whoever holds it passes for both principals (with the client's, a client could speak Raft "+
+			"to the nodes or sign admin calls); give each file its own secret, or pass --allow-shared-secrets for the rolls of the move "+
+			"from one secret to three (deploy/README.md, \"From one secret to three\")", a, b, ErrSharedSecret)
+	}
 	return s, nil
 }
 
@@ -83,6 +99,22 @@ func warnShared(log hclog.Logger, s Secrets) {
 			}
 		}
 	}
+}
+
+// shared names the first two flags whose files share a secret.
+func shared(s Secrets) (a, b string, ok bool) {
+	lists := []struct {
+		flag string
+		s    [][]byte
+	}{{"--secret-file", s.Client}, {"--peer-secret-file", s.Peer}, {"--admin-secret-file", s.Admin}}
+	for i := range lists {
+		for j := i + 1; j < len(lists); j++ {
+			if shareOne(lists[i].s, lists[j].s) {
+				return lists[i].flag, lists[j].flag, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 func shareOne(a, b [][]byte) bool {

@@ -37,6 +37,7 @@ func TestExitCodes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(damaged, "promised.json"), []byte("{}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	shared := writeSecretFile(t, dir, "shared", strings.Repeat("s", 40)) // one secret for two principals
 	// A server with a client secret and no admin credential: its lock calls are off.
 	off := startServer(t, nil, "--secret-file", writeSecretFile(t, dir, "client", clientSecretValue))
 	rows := []struct {
@@ -138,6 +139,8 @@ func TestExitCodes(t *testing.T) {
 			"--raft-addr", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, exitUsage},
 		{"server cluster without id", nil, []string{"server", "--mode", "cluster", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, exitUsage},
 		{"server token floor at the end", nil, []string{"server", "--token-floor", "9223372036854775807", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, exitUsage},
+		{"server one secret for two principals", nil, []string{"server", "--secret-file", shared, "--admin-secret-file", shared,
+			"--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, exitUsage},
 		{"version extra argument", nil, []string{"version", "x"}, exitUsage},
 	}
 	// The rows run in parallel inside one group, which ends only when they all have: the

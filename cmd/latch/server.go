@@ -51,6 +51,8 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "peer-secret-file", Usage: "`FILE` of the peer secrets (cluster mode; same format): nodes prove the first to each other, every line is accepted. Clients must not hold it", EnvVars: env("PEER_SECRET_FILE")},
 			&cli.StringFlag{Name: "admin-secret-file", Usage: "`FILE` of the admin secrets (same format): admin calls (lock inspection and release; in cluster mode membership, backups, restores) are signed with one. " +
 				"A single-mode node with another credential and none of this turns the lock calls off", EnvVars: env("ADMIN_SECRET_FILE")},
+			&cli.BoolFlag{Name: "allow-shared-secrets", Usage: "start although two of the secret files hold the same secret (refused otherwise: " +
+				"whoever holds it passes for both principals); only for the rolls of the move from one secret to three", EnvVars: env("ALLOW_SHARED_SECRETS")},
 			&cli.BoolFlag{Name: "insecure", Usage: "allow non-loopback addresses that no credential protects", EnvVars: env("INSECURE")},
 			&cli.IntFlag{Name: "max-pending", Value: def.MaxPending, Usage: "hard limit of unanswered acquires, waiters included: admission closes at 90% of it (answers B) and reopens below 75%", EnvVars: env("MAX_PENDING")},
 			&cli.IntFlag{Name: "max-keys", Value: def.MaxKeys, Usage: "hard limit of held keys: acquires of new keys are answered B from 90% of it and again admitted below 75%; size it about 1.2x the keys you expect", EnvVars: env("MAX_KEYS")},
@@ -100,8 +102,11 @@ func runServer(c *cli.Context) error {
 	if n := c.Int("max-conns"); n < 1 {
 		return fmt.Errorf("--max-conns %d: set it to at least 1", n)
 	}
-	cred, err := creds.LoadSecrets(creds.SecretFiles{Client: c.String("secret-file"), Peer: c.String("peer-secret-file"), Admin: c.String("admin-secret-file")}, log)
-	if err != nil {
+	cred, err := creds.LoadSecrets(creds.SecretFiles{Client: c.String("secret-file"), Peer: c.String("peer-secret-file"), Admin: c.String("admin-secret-file"),
+		AllowShared: c.Bool("allow-shared-secrets")}, log)
+	if errors.Is(err, creds.ErrSharedSecret) {
+		return usageErr("server", "%v", err)
+	} else if err != nil {
 		return err
 	}
 	secrets := cred.Client

@@ -20,7 +20,7 @@ import (
 //
 //	roll 1: --peer-secret-file [S, P]  --admin-secret-file [A, S]   (talks to nodes on S alone)
 //	roll 2: --peer-secret-file [P, S]  --admin-secret-file [A]
-//	roll 3: --peer-secret-file [P]
+//	roll 3: --peer-secret-file [P]                                   (without --allow-shared-secrets)
 //
 // Clients keep S throughout. After every restart the cluster has a leader, every node
 // serves, and a lock taken at the start is still held; at the end S opens the client port
@@ -30,7 +30,7 @@ func TestFromOneSecretToThree(t *testing.T) {
 	dir := t.TempDir()
 	S, P, A := strings.Repeat("s", 40), strings.Repeat("p", 40), strings.Repeat("a", 40)
 	client := writeSecretFile(t, dir, "client", S)
-	one := []string{"--secret-file", client, "--peer-secret-file", client, "--admin-secret-file", client}
+	one := []string{"--secret-file", client, "--peer-secret-file", client, "--admin-secret-file", client, "--allow-shared-secrets"}
 	tc := startTestCluster(t, 3, one...)
 	l := tc.leader()
 	if !strings.Contains(tc.procs[l].stderr.String(), "a secret is in two secret files") {
@@ -46,8 +46,8 @@ func TestFromOneSecretToThree(t *testing.T) {
 
 	adminFinal := writeSecretFile(t, dir, "admin-2", A)
 	rolls := [][]string{
-		{"--secret-file", client, "--peer-secret-file", writeSecretFile(t, dir, "peer-1", S, P), "--admin-secret-file", writeSecretFile(t, dir, "admin-1", A, S)},
-		{"--secret-file", client, "--peer-secret-file", writeSecretFile(t, dir, "peer-2", P, S), "--admin-secret-file", adminFinal},
+		{"--secret-file", client, "--peer-secret-file", writeSecretFile(t, dir, "peer-1", S, P), "--admin-secret-file", writeSecretFile(t, dir, "admin-1", A, S), "--allow-shared-secrets"},
+		{"--secret-file", client, "--peer-secret-file", writeSecretFile(t, dir, "peer-2", P, S), "--admin-secret-file", adminFinal, "--allow-shared-secrets"},
 		{"--secret-file", client, "--peer-secret-file", writeSecretFile(t, dir, "peer-3", P), "--admin-secret-file", adminFinal},
 	}
 	for r, flags := range rolls {
