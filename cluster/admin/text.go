@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/cluster/raftnode"
+	"github.com/latchd/latch/wire"
 )
 
 // The admin verbs' text output (cmd/latch status, peers list, locks, recover): tables and
@@ -82,7 +83,7 @@ func (t *LockTable) Add(lk Lock) error {
 	if t.enc != nil {
 		return t.enc.Encode(lk)
 	}
-	fmt.Fprintf(t.w, "%s\t%d\t%s%s\t%d\n", lk.Key, lk.Token, leaseLeft(lk.LeaseLeft), releasing(lk), lk.Waiters)
+	fmt.Fprintf(t.w, "%s\t%d\t%s%s\t%d\n", wire.KeyText(lk.Key), lk.Token, leaseLeft(lk.LeaseLeft), releasing(lk), lk.Waiters)
 	if t.n++; t.n%DefaultLocksPage == 0 {
 		return t.w.Flush()
 	}
@@ -101,9 +102,9 @@ func (t *LockTable) Flush() error {
 // (to the millisecond) and waiters, and whether it is being released.
 func (lk Lock) String() string {
 	if !lk.Held {
-		return fmt.Sprintf("%s free (waiters %d)", lk.Key, lk.Waiters)
+		return fmt.Sprintf("%s free (waiters %d)", wire.KeyText(lk.Key), lk.Waiters)
 	}
-	return fmt.Sprintf("%s held token %d lease left %s waiters %d%s", lk.Key, lk.Token, leaseLeft(lk.LeaseLeft), lk.Waiters, releasing(lk))
+	return fmt.Sprintf("%s held token %d lease left %s waiters %d%s", wire.KeyText(lk.Key), lk.Token, leaseLeft(lk.LeaseLeft), lk.Waiters, releasing(lk))
 }
 
 func leaseLeft(s float64) string {

@@ -174,12 +174,16 @@ func acquireCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			key, err := keyArg("acquire", c.Args().First())
+			if err != nil {
+				return err
+			}
 			cl, err := newClient(c)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			t, err := cl.Acquire(c.Context, c.Args().First(), budget, o)
+			t, err := cl.Acquire(c.Context, key, budget, o)
 			if err != nil {
 				return acquireFailed("acquire", err)
 			}
@@ -210,12 +214,16 @@ func releaseCommand() *cli.Command {
 			if err != nil {
 				return usageErr("release", "TOKEN %q is not a whole number", c.Args().Get(1))
 			}
+			key, err := keyArg("release", c.Args().First())
+			if err != nil {
+				return err
+			}
 			cl, err := newClient(c)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			if err := cl.Release(c.Context, c.Args().First(), tok); err != nil {
+			if err := cl.Release(c.Context, key, tok); err != nil {
 				return exitFor("release", err)
 			}
 			return nil

@@ -43,12 +43,16 @@ func extendCommand() *cli.Command {
 			if lease := c.Duration("lease"); lease <= 0 { // the client takes 0 for its default; the range is its to check
 				return usageErr("extend", "--lease %s is not a lease (LATCH_LEASE too)", lease)
 			}
+			key, err := keyArg("extend", c.Args().First())
+			if err != nil {
+				return err
+			}
 			cl, err := newClient(c)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			dl, err := cl.Extend(c.Context, c.Args().First(), tok, c.Duration("lease"))
+			dl, err := cl.Extend(c.Context, key, tok, c.Duration("lease"))
 			switch {
 			case errors.Is(err, client.ErrUnsupported):
 				return cli.Exit("latch extend: "+strings.TrimPrefix(err.Error(), "latch: "), exitRefused)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -97,9 +96,12 @@ func oneKey(c *cli.Context) (string, error) {
 	if c.NArg() != 1 {
 		return "", fmt.Errorf("want exactly one KEY, got %d arguments (flags go before the key)", c.NArg())
 	}
-	key := c.Args().First()
+	key, err := wire.ParseKeyText(c.Args().First())
+	if err != nil {
+		return "", err
+	}
 	if err := client.CheckKey(key); err != nil {
-		return "", fmt.Errorf("key %q: %s", key, strings.TrimPrefix(err.Error(), "latch: "))
+		return "", fmt.Errorf("key %s: %s", wire.KeyText(key), strings.TrimPrefix(err.Error(), "latch: "))
 	}
 	return key, nil
 }
@@ -119,12 +121,17 @@ func forceRelease(ctx context.Context, c *cli.Context, a admin.Remote, secret []
 	var se *admin.StatusError
 	switch {
 	case err == nil:
-		fmt.Fprintf(c.App.Writer, "released %s token %d\n", key, freed)
+		fmt.Fprintf(c.App.Writer, "released %s token %d\n", wire.KeyText(key), freed)
 		return nil
 	case errors.As(err, &se) && se.Code == http.StatusConflict:
 		return cli.Exit("latch locks release: not released: "+se.Msg, exitNotHeld)
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &se) && se.Code == outcome.StatusIndeterminate:
-		return cli.Exit("latch locks release: unknown whether it was released ("+err.Error()+"): check with latch locks show "+strconv.Quote(key), exitIndeterminate)
+		return cli.Exit("latch locks release: unknown whether it was released ("+err.Error()+"): check with latch locks show "+shellWord(wire.KeyText(key)), exitIndeterminate)
 	}
 	return adminExit("locks release", err)
+}
+
+// shellWord is s as one word of a POSIX shell command line (single quotes).
+func shellWord(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -57,7 +57,11 @@ func runArgs(c *cli.Context) (string, []string, error) {
 	if len(args) < 2 {
 		return "", nil, usageErr("run", "want KEY -- CMD [ARGS...] (flags go before KEY)")
 	}
-	return args[0], args[1:], nil
+	key, err := keyArg("run", args[0])
+	if err != nil {
+		return "", nil, err
+	}
+	return key, args[1:], nil
 }
 
 func runAction(c *cli.Context) error {

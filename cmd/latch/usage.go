@@ -6,12 +6,25 @@ import (
 	"sync"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/latchd/latch/wire"
 )
 
 // usageErr is a usage error of verb: one line, a pointer to its help, exit 64.
 func usageErr(verb, format string, args ...any) error {
 	name := strings.TrimSpace("latch " + verb)
 	return cli.Exit(fmt.Sprintf("%s: %s (see %s --help)", name, fmt.Sprintf(format, args...), name), exitUsage)
+}
+
+// keyArg is a KEY argument of verb: a key written as latch writes keys that do not print as
+// themselves (in double quotes with Go's escapes, wire.KeyText), or the key itself. The key
+// rules are the client's to check.
+func keyArg(verb, s string) (string, error) {
+	k, err := wire.ParseKeyText(s)
+	if err != nil {
+		return "", usageErr(verb, "%v", err)
+	}
+	return k, nil
 }
 
 // helpOnce wraps urfave/cli's help command (one value for the whole process) once.
