@@ -11,8 +11,9 @@ import (
 )
 
 // Readiness: a node is ready to serve when it knows a leader, is a voter or nonvoter of its
-// latest configuration, and has applied at least the commit index the leader had when it
-// was asked (on the leader: its leadership is established, which includes its Barrier).
+// latest configuration, and its lock table has applied at least the commit index the leader
+// had when it was asked (on the leader: its leadership is established, which includes its
+// Barrier). Applied means applied by the FSM, not handed to it (fsmCaughtUp).
 //
 // Why the leader is asked: raft's commit index on a follower is not the leader's. A
 // follower sets it from an AppendEntries to min(LeaderCommitIndex, its own last index), so
@@ -83,13 +84,37 @@ func (n *Node) Ready() error {
 			return err
 		}
 	}
-	for applied := n.raft.AppliedIndex(); applied < target; applied = n.raft.AppliedIndex() {
+	for {
+		applied := n.raft.AppliedIndex()
+		fsmAt, caughtUp := n.fsmCaughtUp(target)
+		if applied >= target && caughtUp {
+			return nil
+		}
 		if !time.Now().Before(deadline) {
+			if applied >= target {
+				return fmt.Errorf("catching up: the lock table has applied entry %d of %d (leader %s)", fsmAt, target, id)
+			}
 			return fmt.Errorf("catching up: applied %d of %d (leader %s)", applied, target, id)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return nil
+}
+
+// fsmCaughtUp reports whether the lock table has applied every command entry up to index,
+// and the last entry it applied. raft's AppliedIndex is not that: raft counts an entry as
+// applied once it has handed it to the FSM's goroutine, whose queue can hold many batches of
+// entries, each carrying up to 256 commands (a follower restarted empty next to a million
+// held keys was ready with a third of them). Entries raft never hands to the FSM (no-ops,
+// configurations) between the FSM's index and index do not count.
+func (n *Node) fsmCaughtUp(index uint64) (uint64, bool) {
+	at := n.fsm.AppliedIndex()
+	for i := at + 1; i <= index; i++ {
+		var l raft.Log
+		if err := n.wal.GetLog(i, &l); err != nil || l.Type == raft.LogCommand {
+			return at, false // a command still to apply, or an entry not in the log (a snapshot to restore)
+		}
+	}
+	return at, true
 }
 
 // memberErr is nil when this node is a voter or nonvoter of its latest configuration.
