@@ -105,10 +105,17 @@ func (n *Node) Ready() error {
 // applied once it has handed it to the FSM's goroutine, whose queue can hold many batches of
 // entries, each carrying up to 256 commands (a follower restarted empty next to a million
 // held keys was ready with a third of them). Entries raft never hands to the FSM (no-ops,
-// configurations) between the FSM's index and index do not count.
+// configurations) between the FSM's index and index do not count, nor do entries up to the
+// last snapshot this node wrote or installed (the table is restored from it before raft
+// counts it applied, and a restored backup carries the index of the cluster it came from,
+// which may be lower).
 func (n *Node) fsmCaughtUp(index uint64) (uint64, bool) {
 	at := n.fsm.AppliedIndex()
-	for i := at + 1; i <= index; i++ {
+	from := at
+	if n.promise != nil {
+		from = max(from, n.promise.snapshot().SnapshotIndex)
+	}
+	for i := from + 1; i <= index; i++ {
 		var l raft.Log
 		if err := n.wal.GetLog(i, &l); err != nil || l.Type == raft.LogCommand {
 			return at, false // a command still to apply, or an entry not in the log (a snapshot to restore)

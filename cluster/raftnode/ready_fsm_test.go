@@ -11,8 +11,8 @@ import (
 // Readiness waits for the lock table, not for raft's count of entries handed to it: with
 // raft's applied index at the end of the log, a node whose table has not applied the last
 // command entries is not caught up; entries raft never hands to the table (no-ops,
-// configurations) after the table's index do not hold it back; an entry missing from the
-// log (a snapshot still to restore) does.
+// configurations) after the table's index do not hold it back, nor do entries a snapshot the
+// node holds covers; an entry missing from the log (a snapshot still to restore) does.
 func TestFSMCaughtUpCountsTheTable(t *testing.T) {
 	f := walFixture{dataDir: t.TempDir()}
 	w := f.open(t, 0)
@@ -56,5 +56,16 @@ func TestFSMCaughtUpCountsTheTable(t *testing.T) {
 	}
 	if _, ok := n.fsmCaughtUp(9); ok {
 		t.Fatal("entries 6-9 are not in the log: caught up to 9")
+	}
+
+	// A restored backup: the table says the index of the cluster it came from (0 here), and
+	// the snapshot this node installed covers the log up to 3.
+	restored, err := fsm.NewFSM(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Node{fsm: restored, wal: w, promise: newKeeper(f.dataDir, promise{SnapshotIndex: 3})}
+	if _, ok := r.fsmCaughtUp(5); !ok {
+		t.Fatal("every entry after the installed snapshot (3) is a no-op or a configuration: not caught up to 5")
 	}
 }
