@@ -87,34 +87,35 @@ func ReadSecret(flag, file string, log hclog.Logger) ([]byte, error) {
 // pass for the other. That is a step of the upgrade from one secret to three (the peer and
 // admin files start with the old shared secret), never a place to stay.
 func warnShared(log hclog.Logger, s Secrets) {
-	lists := []struct {
-		flag string
-		s    [][]byte
-	}{{"--secret-file", s.Client}, {"--peer-secret-file", s.Peer}, {"--admin-secret-file", s.Admin}}
-	for i := range lists {
-		for j := i + 1; j < len(lists); j++ {
-			if shareOne(lists[i].s, lists[j].s) {
-				log.Warn("a secret is in two secret files: whoever holds it passes for both principals; finish the move to "+
-					"separate secrets (deploy/README.md, \"From one secret to three\")", "files", lists[i].flag+" "+lists[j].flag)
-			}
-		}
+	for _, p := range sharedPairs(s) {
+		log.Warn("a secret is in two secret files: whoever holds it passes for both principals; finish the move to "+
+			"separate secrets (deploy/README.md, \"From one secret to three\")", "files", p[0]+" "+p[1])
 	}
 }
 
 // shared names the first two flags whose files share a secret.
 func shared(s Secrets) (a, b string, ok bool) {
+	if ps := sharedPairs(s); len(ps) > 0 {
+		return ps[0][0], ps[0][1], true
+	}
+	return "", "", false
+}
+
+// sharedPairs lists the pairs of flags whose files share a secret.
+func sharedPairs(s Secrets) [][2]string {
 	lists := []struct {
 		flag string
 		s    [][]byte
 	}{{"--secret-file", s.Client}, {"--peer-secret-file", s.Peer}, {"--admin-secret-file", s.Admin}}
+	var out [][2]string
 	for i := range lists {
 		for j := i + 1; j < len(lists); j++ {
 			if shareOne(lists[i].s, lists[j].s) {
-				return lists[i].flag, lists[j].flag, true
+				out = append(out, [2]string{lists[i].flag, lists[j].flag})
 			}
 		}
 	}
-	return "", "", false
+	return out
 }
 
 func shareOne(a, b [][]byte) bool {

@@ -30,20 +30,7 @@ func TestReadyzRestartedFollowerCatchesUp(t *testing.T) {
 	fc.procs[f] = nil
 
 	// A long log: 3000 grants, pipelined in rounds of 500, while the follower is down.
-	c := fc.conn(l)
-	for round := range 6 {
-		var frames [][]byte
-		for i := range 500 {
-			frames = append(frames, wiretest.Acquire(uint64(1+i), 0, 3600, fmt.Sprintf("behind/%d/%d", round, i)))
-		}
-		c.Send(t, frames...)
-		for range frames {
-			if r := c.Next(t); r.Op != wire.OpAcquire {
-				t.Fatalf("acquire: %s", wiretest.Describe(r))
-			}
-		}
-	}
-	c.Close()
+	grantRounds(t, fc.conn(l), "behind", 6, 500)
 	commit := metric(fc.http[l], "latch_raft_commit_index")
 	if commit < 3000/256 {
 		t.Fatalf("leader commit index %d after 3000 grants", commit)
@@ -113,20 +100,7 @@ func TestReadyzWipedFollowerHoldsEveryKey(t *testing.T) {
 	const keys = 100_000
 	fc := startFixedCluster(t, 3)
 	l, f := fc.leaderAndFollower()
-	c := fc.conn(l)
-	for round := range keys / 1000 {
-		var frames [][]byte
-		for i := range 1000 {
-			frames = append(frames, wiretest.Acquire(uint64(1+i), 0, 3600, fmt.Sprintf("held/%d/%d", round, i)))
-		}
-		c.Send(t, frames...)
-		for range frames {
-			if r := c.Next(t); r.Op != wire.OpAcquire {
-				t.Fatalf("acquire: %s", wiretest.Describe(r))
-			}
-		}
-	}
-	c.Close()
+	grantRounds(t, fc.conn(l), "held", keys/1000, 1000)
 
 	fc.procs[f].stop(t, fmt.Sprintf("n%d", f))
 	if err := os.RemoveAll(fc.dataDir(f)); err != nil {
@@ -154,5 +128,24 @@ func TestReadyzWipedFollowerHoldsEveryKey(t *testing.T) {
 	}
 	if st.Node.Keys < keys {
 		t.Fatalf("the wiped n%d was ready holding %d of the %d keys", f, st.Node.Keys, keys)
+	}
+}
+
+// grantRounds takes rounds*per fresh keys (prefix/round/i, an hour's lease) on c, pipelined a
+// round at a time, and closes c.
+func grantRounds(t *testing.T, c *wiretest.Conn, prefix string, rounds, per int) {
+	t.Helper()
+	defer c.Close()
+	for round := range rounds {
+		var frames [][]byte
+		for i := range per {
+			frames = append(frames, wiretest.Acquire(uint64(1+i), 0, 3600, fmt.Sprintf("%s/%d/%d", prefix, round, i)))
+		}
+		c.Send(t, frames...)
+		for range frames {
+			if r := c.Next(t); r.Op != wire.OpAcquire {
+				t.Fatalf("acquire: %s", wiretest.Describe(r))
+			}
+		}
 	}
 }
