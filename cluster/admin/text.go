@@ -68,21 +68,32 @@ type LockTable struct {
 	n   int
 }
 
-// NewLockTable writes the table's header to out (none asJSON).
+// NewLockTable returns a table that writes to out; its header (none asJSON) comes with the
+// first row, or with Flush for an empty table, so that a listing that fails before its
+// first page writes nothing.
 func NewLockTable(out io.Writer, asJSON bool) *LockTable {
 	if asJSON {
 		return &LockTable{enc: json.NewEncoder(out)}
 	}
-	t := &LockTable{w: tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)}
-	fmt.Fprintln(t.w, "KEY\tTOKEN\tLEASE LEFT\tWAITERS")
-	return t
+	return &LockTable{w: tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)}
+}
+
+// Rows is how many locks were added.
+func (t *LockTable) Rows() int { return t.n }
+
+func (t *LockTable) header() {
+	if t.n == 0 {
+		fmt.Fprintln(t.w, "KEY\tTOKEN\tLEASE LEFT\tWAITERS")
+	}
 }
 
 // Add writes one lock's row (or object).
 func (t *LockTable) Add(lk Lock) error {
 	if t.enc != nil {
+		t.n++
 		return t.enc.Encode(lk)
 	}
+	t.header()
 	fmt.Fprintf(t.w, "%s\t%d\t%s%s\t%d\n", wire.KeyText(lk.Key), lk.Token, leaseLeft(lk.LeaseLeft), releasing(lk), lk.Waiters)
 	if t.n++; t.n%DefaultLocksPage == 0 {
 		return t.w.Flush()
@@ -95,6 +106,7 @@ func (t *LockTable) Flush() error {
 	if t.w == nil {
 		return nil
 	}
+	t.header()
 	return t.w.Flush()
 }
 

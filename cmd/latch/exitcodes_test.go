@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -169,5 +171,32 @@ func TestExitCodes(t *testing.T) {
 	// the refused runs (not found, not executable, flags after KEY) took none.
 	if code, out := run(t, nil, "acquire", srv, "k"); code != 0 || !strings.HasPrefix(out, "token ") {
 		t.Fatalf("acquire k: exit %d, %s", code, out)
+	}
+}
+
+// A verb that fails writes nothing on stdout (a script reading it never takes a header or a
+// half answer for a result); what went wrong is on stderr.
+func TestFailedVerbsWriteNothingOnStdout(t *testing.T) {
+	t.Parallel()
+	dead, deadHTTP := "--servers="+clustertest.DeadAddr(t), "--http="+clustertest.DeadAddr(t)
+	for _, args := range [][]string{
+		{"acquire", dead, "--wait", "1s", "k"},
+		{"release", dead, "k", "1"},
+		{"extend", dead, "k", "1"},
+		{"ping", dead},
+		{"run", dead, "--wait", "1s", "k", "--", "true"},
+		{"bench", dead, "--duration", "1s"},
+		{"status", deadHTTP},
+		{"locks", deadHTTP},
+		{"locks", "show", deadHTTP, "k"},
+		{"peers", "list", deadHTTP},
+	} {
+		cmd := exec.Command(latchBin, args...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if err == nil || stdout.Len() != 0 || stderr.Len() == 0 {
+			t.Errorf("latch %s: %v, stdout %q, stderr %q; want a failure said on stderr only", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		}
 	}
 }

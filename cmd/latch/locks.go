@@ -109,7 +109,9 @@ func oneKey(c *cli.Context) (string, error) {
 func listLocks(ctx context.Context, c *cli.Context, a admin.Remote, secret []byte) error {
 	table := admin.NewLockTable(c.App.Writer, c.Bool("json"))
 	err := a.EachLock(ctx, c.String("prefix"), c.Int("limit"), secret, table.Add)
-	table.Flush()
+	if err == nil || table.Rows() > 0 { // a listing that failed at once writes nothing on stdout
+		table.Flush()
+	}
 	if err != nil {
 		return adminExit("locks", err)
 	}
