@@ -103,6 +103,26 @@ func DefaultConfig() Config {
 	}
 }
 
+// ValidateStart is Validate, and refuses a node that could only wait, for ever, to be added:
+// no raft state in its data dir, and neither --initial-cluster, --join nor --bootstrap. (A
+// node an operator added with `latch peers add` first is started with --join, and finds
+// itself listed.) Start itself still lets such a node wait, as tests of that state need.
+func (c Config) ValidateStart() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	r := c.Raft
+	if r.Bootstrap || len(r.InitialCluster) > 0 || c.Join != "" {
+		return nil
+	}
+	if has, err := raftnode.HasState(r.DataDir); err != nil || has {
+		return nil // a broken dir is Start's to report (raftnode.ErrDataDirBroken)
+	}
+	return fmt.Errorf("--data-dir %s holds no raft state, and nothing says how to find the cluster: give --initial-cluster ID=ADDR,... "+
+		"(the same list on every initial node), --join ADDR (any member's --http; also for a node already added with latch peers add), "+
+		"or --bootstrap (a new one-node cluster)", r.DataDir)
+}
+
 // Validate reports the first setting that cannot work, naming the flag to change.
 func (c Config) Validate() error {
 	r := c.Raft

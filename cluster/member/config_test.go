@@ -118,3 +118,21 @@ func TestValidatePrincipals(t *testing.T) {
 		}
 	}
 }
+
+// A node with no raft state needs a way in: --initial-cluster, --join or --bootstrap; with
+// none ValidateStart names all three (Validate alone does not: Start lets it wait).
+func TestValidateStartNeedsAWayIn(t *testing.T) {
+	c := DefaultConfig()
+	c.Raft.ID, c.Raft.DataDir, c.Listen, c.HTTP = "n1", t.TempDir(), "127.0.0.1:7401", "127.0.0.1:7402"
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	err := c.ValidateStart()
+	if err == nil || !strings.Contains(err.Error(), "--initial-cluster") || !strings.Contains(err.Error(), "--join") || !strings.Contains(err.Error(), "--bootstrap") {
+		t.Fatalf("ValidateStart with no way in: %v, want the three options", err)
+	}
+	c.Join = "127.0.0.1:1"
+	if err := c.ValidateStart(); err != nil {
+		t.Fatalf("ValidateStart with --join: %v", err)
+	}
+}

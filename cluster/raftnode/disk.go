@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +27,8 @@ import (
 // that cannot take a log segment.
 type diskFull struct {
 	log hclog.Logger
+
+	full atomic.Bool // err != nil: lets an append that succeeds skip mu (every append calls wrote)
 
 	mu    sync.Mutex
 	err   error     // the write that failed; nil while the disk takes writes
@@ -50,16 +53,21 @@ func (d *diskFull) failed(what string, err error) error {
 			"write", what, "error", err)
 	}
 	d.err = fmt.Errorf("%s: %w", what, err)
+	d.full.Store(true)
 	return err
 }
 
 // wrote records a log append or snapshot that succeeded.
 func (d *diskFull) wrote() {
+	if !d.full.Load() {
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.err != nil {
 		d.log.Info("disk space back: the data dir takes writes again", "full_for", time.Since(d.since).Round(time.Millisecond))
 		d.err = nil
+		d.full.Store(false)
 	}
 }
 

@@ -160,11 +160,8 @@ func runServer(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := mcfg.Validate(); err != nil {
+		if err := mcfg.ValidateStart(); err != nil {
 			return usageErr("server", "%v", err)
-		}
-		if err := wayIn(mcfg); err != nil {
-			return err
 		}
 		mem, err := member.Start(ctx, mcfg)
 		switch {
@@ -210,22 +207,6 @@ func runServer(c *cli.Context) error {
 	}
 	log.Info("latch stopped")
 	return nil
-}
-
-// wayIn refuses a cluster node that could only wait, for ever, to be added: no raft state in
-// its data dir, and neither --initial-cluster, --join nor --bootstrap. (A node an operator
-// added with `latch peers add` first is started with --join, and finds itself listed.)
-func wayIn(cfg member.Config) error {
-	r := cfg.Raft
-	if r.Bootstrap || len(r.InitialCluster) > 0 || cfg.Join != "" {
-		return nil
-	}
-	if has, err := raftnode.HasState(r.DataDir); err != nil || has {
-		return nil // a broken dir is member.Start's to report (exit 74)
-	}
-	return usageErr("server", "--data-dir %s holds no raft state, and nothing says how to find the cluster: give --initial-cluster ID=ADDR,... "+
-		"(the same list on every initial node), --join ADDR (any member's --http; also for a node already added with latch peers add), "+
-		"or --bootstrap (a new one-node cluster)", r.DataDir)
 }
 
 // running is a started server of either mode (single.Node, or a member.Member that serves)
