@@ -14,7 +14,8 @@ import (
 // Extend.
 //
 // Each round begins `every` after the start of the current lease as the client counts it
-// (CurrentDeadline - lease x (1 - rho)) and lasts until an extension is confirmed. An attempt
+// (CurrentDeadline - lease x (1 - rho)), moved earlier onto the keep-alive grid (see
+// KeepAliveStart), and lasts until an extension is confirmed. An attempt
 // is an Extend bounded by IOTimeout and by the round's end; E unavailable, a lost connection
 // and unknown answers are asked again, within the attempt and then in new attempts after a
 // backoff (50 ms doubling to 1 s, jittered). The round ends, unconfirmed, when only `every`
@@ -69,6 +70,26 @@ func (t *Ticket) KeepAlive(ctx context.Context, every time.Duration) error {
 	return nil
 }
 
+// KeepAliveStart is when a keep-alive with interval every begins the round it is due to
+// begin at t: t moved back onto the grid of every/n (n = every/250 ms rounded up, at least 8)
+// on the client's clock, so at most every/8 early. The keep-alives of one client with the
+// same interval then extend together: their frames share the client's writes, the server's
+// reads and its replies' writes, and one leadership confirmation, where extends each at its
+// own moment would cost a request each. A round that began on the grid is confirmed with
+// the next lease starting just after that grid point, so every later round begins on the
+// grid exactly every apart.
+func KeepAliveStart(t time.Time, every time.Duration) time.Time {
+	tick := every / time.Duration(max(8, (every+keepAliveTick-1)/keepAliveTick))
+	if tick <= 0 {
+		return t
+	}
+	return t.Add(-time.Duration(t.UnixNano() % int64(tick)))
+}
+
+// keepAliveTick is the keep-alive grid's longest step: a client's keep-alives come together
+// at most this far apart (four times a second).
+const keepAliveTick = 250 * time.Millisecond
+
 // keepAlive is a running Ticket.KeepAlive: cancel stops it (ctx ends), done is closed when it
 // has.
 type keepAlive struct {
@@ -108,7 +129,7 @@ func (t *Ticket) keepAlive(ctx context.Context, ka *keepAlive, lease uint16, eve
 	span := leaseSpan(lease, cl.ppb)
 	for {
 		dl := t.CurrentDeadline()
-		if !t.sleep(ctx, dl.Add(every-span).Sub(cl.clock.Now()), true) {
+		if !t.sleep(ctx, KeepAliveStart(dl.Add(every-span), every).Sub(cl.clock.Now()), true) {
 			return
 		}
 		// The round's end ends the ticket at that very moment, whatever the attempt in flight

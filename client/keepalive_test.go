@@ -99,14 +99,19 @@ func TestKeepAliveCountsFromTheLeaseStart(t *testing.T) {
 	if err := r.t.KeepAlive(context.Background(), 2*time.Second); err != nil {
 		t.Fatalf("KeepAlive: %v", err)
 	}
-	// The lease started at written_at + 0.999 s as the client counts it: 2 s after that.
-	advanceTo(t, clk, start.Add(2999*time.Millisecond), "first extension scheduled")
+	// The lease started at written_at + 0.999 s as the client counts it: 2 s after that, moved
+	// back onto the 250 ms grid (the fake clock starts on a whole second).
+	first := start.Add(2750 * time.Millisecond)
+	if got := KeepAliveStart(start.Add(2999*time.Millisecond), 2*time.Second); !got.Equal(first) {
+		t.Fatalf("KeepAliveStart %v, want %v", got.Sub(start), first.Sub(start))
+	}
+	advanceTo(t, clk, first, "first extension scheduled")
 	e := expectExtend(t, fc, r.t, 30)
 	fc.send(t, short(wire.OpExtend, e.Owner))
 	eventually(t, clustertest.Bound, "deadline moved", func() bool {
-		return r.t.CurrentDeadline().Equal(start.Add(2999*time.Millisecond + span30))
+		return r.t.CurrentDeadline().Equal(first.Add(span30))
 	})
-	advanceTo(t, clk, start.Add(4999*time.Millisecond), "second extension scheduled")
+	advanceTo(t, clk, first.Add(2*time.Second), "second extension scheduled (on the grid, every after the first)")
 	expectExtend(t, fc, r.t, 30)
 	r.t.stopKeepAlive()
 }
@@ -263,5 +268,76 @@ func TestKeepAliveArguments(t *testing.T) {
 	fc1.silent(t, 100*time.Millisecond)
 	if r.t.Context().Err() != nil {
 		t.Fatal("a refused keep-alive ended the ticket")
+	}
+}
+
+// KeepAliveStart moves a moment back onto the grid of its interval: never later, at most
+// every/8 earlier, on a multiple of the step, and a moment on the grid stays where it is.
+func TestKeepAliveStartIsOnTheGrid(t *testing.T) {
+	base := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, c := range []struct {
+		every, step time.Duration
+	}{
+		{10 * time.Second, 250 * time.Millisecond},
+		{3 * time.Second, 250 * time.Millisecond},
+		{time.Second, 125 * time.Millisecond},
+		{333 * time.Millisecond, 333 * time.Millisecond / 8},
+		{time.Hour, time.Hour / 14400},
+	} {
+		for _, off := range []time.Duration{0, 1, c.step - 1, c.step, 7*c.step + 3, 977 * time.Millisecond} {
+			at := base.Add(off)
+			got := KeepAliveStart(at, c.every)
+			switch {
+			case got.After(at):
+				t.Errorf("every %v, +%v: %v is later", c.every, off, got.Sub(base))
+			case at.Sub(got) >= c.step || at.Sub(got) > c.every/8:
+				t.Errorf("every %v, +%v: %v is %v early, want under %v", c.every, off, got.Sub(base), at.Sub(got), c.step)
+			case got.UnixNano()%int64(c.step) != 0:
+				t.Errorf("every %v, +%v: %v is off the grid of %v", c.every, off, got.Sub(base), c.step)
+			case !KeepAliveStart(got, c.every).Equal(got):
+				t.Errorf("every %v, +%v: a moment on the grid moved", c.every, off)
+			}
+		}
+	}
+}
+
+// Two keep-alives of one client with one interval, whose leases began at different moments
+// of one step, extend at the same moment (so their frames can share writes and reads).
+func TestKeepAlivesOfOneClientExtendTogether(t *testing.T) {
+	clk := newFakeClock()
+	fs := newFakeServer(t, withLeases())
+	cl := newTestClient(t, Config{Servers: []string{fs.addr}, Conns: 1, Clock: clk, PingInterval: time.Hour})
+	fc := fs.next(t)
+	start := clk.Now()
+	var tks []*Ticket
+	for i, key := range []string{"a", "b"} {
+		ch := acquireAsync(cl, context.Background(), key, 0, AcquireOptions{Wait: 5 * time.Second, Lease: 30 * time.Second})
+		a := fc.expect(t, wire.OpAcquire)
+		fc.send(t, grantedAge(a.Owner, uint64(7+i), 0))
+		r := wait(t, ch, clustertest.Bound)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		tks = append(tks, r.t)
+		clk.Advance(100 * time.Millisecond) // b's lease starts 100 ms after a's
+	}
+	for _, tk := range tks {
+		if err := tk.KeepAlive(context.Background(), 10*time.Second); err != nil {
+			t.Fatalf("KeepAlive: %v", err)
+		}
+	}
+	// a is due at +10 s, b at +10.1 s: both rounds begin at +10 s, on the grid.
+	advanceTo(t, clk, start.Add(10*time.Second), "the rounds scheduled at +10 s")
+	seen := map[uint64]bool{}
+	for range tks {
+		r := fc.expect(t, wire.OpExtend)
+		seen[r.Token] = true
+		fc.send(t, short(wire.OpExtend, r.Owner))
+	}
+	if !seen[7] || !seen[8] {
+		t.Fatalf("extended tokens %v at +10 s, want 7 and 8", seen)
+	}
+	for _, tk := range tks {
+		tk.stopKeepAlive()
 	}
 }

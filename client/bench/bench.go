@@ -107,6 +107,9 @@ func Run(ctx context.Context, cfg Config) Result {
 				continue
 			}
 			offset := time.Duration(int64(hs.Every) * int64(i) / int64(hs.Count))
+			if !hs.Spread {
+				offset = client.KeepAliveStart(start.Add(offset), hs.Every).Sub(start)
+			}
 			hwg.Go(func() { h.extendLoop(wctx, hs, start, offset, &measuring, stopHolders) })
 		}
 	}

@@ -28,9 +28,14 @@ type Holders struct {
 	// acquire and extend (many holders, few descriptors). Its connections must carry protocol
 	// revision 2, or every extend fails with client.ErrUnsupported.
 	Client *client.Client
-	// Every is how often each holder extends. The holders' extends are spread evenly over it:
-	// holder i's fall i/Count of the way into each period, so Count/Every go out per second.
+	// Every is how often each holder extends; Count/Every extends go out per second. Holder
+	// i's moment is i/Count of the way into each period, moved back onto the keep-alive grid
+	// (client.KeepAliveStart), as Ticket.KeepAlive puts the extends of one client: holders due
+	// within one step of the grid extend together.
 	Every time.Duration
+	// Spread, if set, leaves each holder at its own moment, off the grid: every extend goes
+	// out alone, as when each holder is a process with a client of its own.
+	Spread bool
 	// Lease is the lease of each holder's acquire and of every extend; it must be longer than
 	// Every, or a holder's lock ends between two extends.
 	Lease time.Duration

@@ -37,6 +37,7 @@ type Setup struct {
 	HolderConns int
 	Every       time.Duration
 	HoldLease   time.Duration
+	Spread      bool // Holders.Spread
 }
 
 // Open checks s, makes the clients and checks that a server answers (a ping) and, with
@@ -70,7 +71,7 @@ func (s Setup) Open(ctx context.Context) (Config, func(), error) {
 		return cl, nil
 	}
 	cfg := Config{Keys: s.Keys, Prefix: s.Prefix, Options: s.Options, Warmup: s.Warmup, Duration: s.Duration,
-		Holders: Holders{Count: s.Holders, Every: s.Every, Lease: s.HoldLease, Wait: s.Options.Wait}}
+		Holders: Holders{Count: s.Holders, Every: s.Every, Lease: s.HoldLease, Wait: s.Options.Wait, Spread: s.Spread}}
 	for i := range s.Clients {
 		// One connection per worker. A client's connections start at its first server, so
 		// worker i's list starts at server i: the workers spread over the nodes as many

@@ -22,9 +22,10 @@ func benchCommand() *cli.Command {
 			"lock. Every grant's token is checked to be above the previous holder's of the same key.\n" +
 			"--extenders N adds N holders alongside: each acquires its own key (PREFIX hold/i) once and\n" +
 			"extends it every --extend-every with --extend-lease, the N extends spread evenly over the\n" +
-			"period, all on one client of --extend-conns connections; they need a server that offers\n" +
-			"protocol revision 2. The report adds extends/s, extend latency and every extend that failed\n" +
-			"(exit 1 if any did).",
+			"period and grouped onto the client's keep-alive grid as Ticket.KeepAlive groups them\n" +
+			"(--extend-spread: each at its own moment), all on one client of --extend-conns\n" +
+			"connections; they need a server that offers protocol revision 2. The report adds\n" +
+			"extends/s, extend latency and every extend that failed (exit 1 if any did).",
 		Flags: append(clientFlags(),
 			&cli.IntFlag{Name: "clients", Value: 16, Usage: "concurrent workers, each with its own connection"},
 			&cli.IntFlag{Name: "keys", Value: 16, Usage: "distinct keys (1: all workers contend)"},
@@ -39,6 +40,7 @@ func benchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "extend-every", Value: 10 * time.Second, Usage: "how often each holder extends"},
 			&cli.DurationFlag{Name: "extend-lease", Value: 30 * time.Second, Usage: "the holders' lease, of their acquire and of each extend (above --extend-every)"},
 			&cli.IntFlag{Name: "extend-conns", Value: 4, Usage: "connections all holders share"},
+			&cli.BoolFlag{Name: "extend-spread", Usage: "each holder extends at its own moment, not on the keep-alive grid"},
 		),
 		Action: benchAction,
 	}
@@ -57,6 +59,7 @@ func benchAction(c *cli.Context) error {
 		Client: ccfg, Clients: c.Int("clients"), Keys: c.Int("keys"), Prefix: c.String("prefix"), Options: opts,
 		Warmup: c.Duration("warmup"), Duration: c.Duration("duration"),
 		Holders: c.Int("extenders"), HolderConns: c.Int("extend-conns"), Every: c.Duration("extend-every"), HoldLease: c.Duration("extend-lease"),
+		Spread: c.Bool("extend-spread"),
 	}.Open(c.Context)
 	switch {
 	case errors.Is(err, bench.ErrSetup):
