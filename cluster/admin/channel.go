@@ -114,7 +114,7 @@ func serveChannelConn(conn net.Conn, local Cluster, log hclog.Logger) {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(callTimeout + 5*time.Second))
 	br := bufio.NewReader(conn)
-	line, err := readLine(br)
+	line, err := readLine(br, maxBody)
 	if err != nil {
 		return
 	}
@@ -171,7 +171,7 @@ func serveChannelConn(conn net.Conn, local Cluster, log hclog.Logger) {
 		resp.MaybeApplied = errors.Is(err, outcome.Indeterminate)
 	}
 	switch req.Op {
-	case "state", "locks", "lock": // reads
+	case "state", "locks", "lock": // reads of no interest to an audit (a backup is logged)
 	default:
 		log.Info("admin channel request", "op", req.Op, "id", req.ID, "key", req.Key, "error", resp.Error)
 	}
@@ -181,8 +181,23 @@ func serveChannelConn(conn net.Conn, local Cluster, log hclog.Logger) {
 	}
 }
 
-// readLine reads one request or response line (bounded by maxBody).
-func readLine(br *bufio.Reader) ([]byte, error) {
+// maxAnswerLine bounds an answer's line: a page of cluster.MaxLocksPage locks with the
+// longest keys, every byte escaped, is under 1 MiB. Requests stay within maxBody.
+const maxAnswerLine = 8 << 20
+
+// readOnly reports whether a channel op only reads: "state", "locks", "lock" and "snapshot"
+// (a backup) change nothing.
+func readOnly(op string) bool {
+	switch op {
+	case "state", "locks", "lock", "snapshot":
+		return true
+	}
+	return false
+}
+
+// readLine reads one request or answer line of at most limit bytes; the buffer grows with
+// the bytes that arrive.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 	var line []byte
 	for {
 		part, isPrefix, err := br.ReadLine()
@@ -190,8 +205,8 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 			return nil, err
 		}
 		line = append(line, part...)
-		if len(line) > maxBody {
-			return nil, errors.New("admin: channel line too long")
+		if len(line) > limit {
+			return nil, fmt.Errorf("admin: channel line longer than %d bytes", limit)
 		}
 		if !isPrefix {
 			return line, nil
@@ -219,12 +234,18 @@ func call(ctx context.Context, conn net.Conn, req ChannelRequest, payload []byte
 			return resp, nil, err
 		}
 	}
+	// A read that got no answer changed nothing: asking again is safe, and its outcome is no
+	// mystery. A change may have happened.
+	unknown := outcome.Indeterminate
+	if readOnly(req.Op) {
+		unknown = outcome.Unavailable
+	}
 	br := bufio.NewReader(conn)
-	if line, err = readLine(br); err != nil {
-		return resp, nil, outcome.New(outcome.Indeterminate, errors.New("admin: no answer from the peer after the request was sent: "+err.Error()))
+	if line, err = readLine(br, maxAnswerLine); err != nil {
+		return resp, nil, outcome.New(unknown, errors.New("admin: no answer from the peer after the request was sent: "+err.Error()))
 	}
 	if err := json.Unmarshal(line, &resp); err != nil {
-		return resp, nil, outcome.New(outcome.Indeterminate, fmt.Errorf("admin: bad answer from the peer: %w", err))
+		return resp, nil, outcome.New(unknown, fmt.Errorf("admin: bad answer from the peer: %w", err))
 	}
 	if resp.Error != "" {
 		return resp, nil, relayedOf(resp)

@@ -269,3 +269,34 @@ func TestSingleModeLockCallsNeedTheAdminCredential(t *testing.T) {
 		t.Fatalf("latch locks release with the admin secret: exit %d, %q", code, out)
 	}
 }
+
+// Through a follower, `latch locks` lists 100,000 held keys (a forwarded page of
+// cluster.MaxLocksPage keys is far longer than a request line may be), and show and a
+// forced release reach the leader too.
+func TestLocksThroughAFollowerAtAnySize(t *testing.T) {
+	clustertest.Slow(t, "starts three processes and takes 100,000 locks")
+	const keys = 100_000
+	fc := startFixedCluster(t, 3)
+	l, f := fc.leaderAndFollower()
+	// Keys of the longest length, so that a page is as long as a page can be.
+	long := strings.Repeat("k", wire.MaxKey-len("held/99/999/"))
+	grantRounds(t, fc.conn(l), "held/"+long[:len(long)-3], keys/1000, 1000)
+
+	code, out := fc.admin(f, "locks", "--json")
+	if code != 0 {
+		t.Fatalf("locks through n%d: exit %d\n%.2000s", f, code, out)
+	}
+	if n := strings.Count(out, "\n"); n != keys {
+		t.Fatalf("locks through n%d listed %d lines, want %d:\n%.2000s", f, n, keys, out)
+	}
+	key := "held/" + long[:len(long)-3] + "/42/7"
+	if code, out := fc.admin(f, "locks show", key); code != 0 || !strings.Contains(out, "held") {
+		t.Fatalf("locks show through n%d: exit %d\n%s", f, code, out)
+	}
+	if code, out := fc.admin(f, "locks release", key); code != 0 || !strings.Contains(out, "released") {
+		t.Fatalf("locks release through n%d: exit %d\n%s", f, code, out)
+	}
+	if code, out := fc.admin(f, "locks", "--json", "--prefix", key); code != 0 || strings.Contains(out, `"key":"`+key+`"`) {
+		t.Fatalf("the released key is still listed: exit %d\n%.2000s", code, out)
+	}
+}
