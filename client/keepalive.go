@@ -83,7 +83,11 @@ func KeepAliveStart(t time.Time, every time.Duration) time.Time {
 	if tick <= 0 {
 		return t
 	}
-	return t.Add(-time.Duration(t.UnixNano() % int64(tick)))
+	off := t.UnixNano() % int64(tick)
+	if off < 0 { // before 1970 (a test clock): % keeps the sign, and the move stays backwards
+		off += int64(tick)
+	}
+	return t.Add(-time.Duration(off))
 }
 
 // keepAliveTick is the keep-alive grid's longest step: a client's keep-alives come together
