@@ -181,7 +181,7 @@ func (cl *Client) acquired(c *call, r request) (*Ticket, error) {
 			why = fmt.Sprintf("granted token %d has %v of lease left, less than the min work budget %v", res.Token, left, r.budget)
 		}
 		if why != "" {
-			comp := cl.compensate(r.key, res.Token)
+			comp := cl.compensate(r.key, res.Token, why)
 			return nil, withCompensation(comp, "%w: %s; it is being released in the background", ErrIndeterminate, why)
 		}
 		return cl.newTicket(r.key, res.Token, end, r.lease), nil
@@ -276,8 +276,8 @@ func (cl *Client) exchange(ctx context.Context, c *call, internal bool) (wire.Re
 // IOTimeout from now. When CompensationQueue releases are in progress already, or the client
 // is closing, the token is left to end with its lease (counted as dropped). The Compensation
 // it returns reports the outcome.
-func (cl *Client) compensate(key string, token uint64) *Compensation {
-	comp := &Compensation{Key: key, Token: token, done: make(chan struct{})}
+func (cl *Client) compensate(key string, token uint64, reason string) *Compensation {
+	comp := &Compensation{Key: key, Token: token, Reason: reason, done: make(chan struct{})}
 	q := cl.q
 	q.mu.Lock()
 	admit := !q.hardClosed && q.comps < cl.cfg.CompensationQueue

@@ -18,8 +18,11 @@ var ErrCompensationDropped = errors.New("latch: compensating release not started
 type Compensation struct {
 	Key   string
 	Token uint64
-	done  chan struct{} // closed when err is set
-	err   error
+	// Reason says why the client did not hand the token out, e.g. "granted token 7 has 1.2s
+	// of lease left, less than the min work budget 5s".
+	Reason string
+	done   chan struct{} // closed when err is set
+	err    error
 }
 
 // Wait blocks until the release has ended, or ctx ends first. It returns nil when the release

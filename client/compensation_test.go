@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +28,8 @@ func TestCompensationResults(t *testing.T) {
 		fc.send(t, granted(a.Owner, token))
 		r := wait(t, ch, clustertest.Bound)
 		comp := CompensationOf(r.err)
-		if !errors.Is(r.err, ErrIndeterminate) || comp == nil || comp.Key != key || comp.Token != token {
+		if !errors.Is(r.err, ErrIndeterminate) || comp == nil || comp.Key != key || comp.Token != token ||
+			!strings.HasPrefix(comp.Reason, fmt.Sprintf("granted token %d arrived ", token)) {
 			t.Fatalf("late grant: %v, compensation %+v; want ErrIndeterminate with the compensation of %s token %d", r.err, comp, key, token)
 		}
 		return comp

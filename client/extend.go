@@ -144,7 +144,7 @@ func (t *Ticket) extended(c *call, res wire.Response, err error) error {
 		t.endLocked(errDeadlineCause)
 		why := t.ended
 		t.mu.Unlock()
-		comp := cl.compensate(t.Key, t.Token)
+		comp := cl.compensate(t.Key, t.Token, "the extension was confirmed only after the ticket had ended")
 		return withCompensation(comp, "%w; the extension was confirmed only after that and does not revive the ticket: its token is being released in the background", why)
 	case err == nil && res.Op == wire.OpNotHeld:
 		t.endLocked(errLostCause)

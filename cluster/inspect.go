@@ -39,8 +39,9 @@ type LocksPage struct {
 const MaxLocksPage = 1000
 
 // ErrNotHeld is ForceRelease's answer when the key is free, or when its holder is not the
-// token asked for (the holder's token is in the message).
-var ErrNotHeld = errors.New("the key is not held by that token")
+// token asked for; the message goes on to say which ("the key is free", or the holder's
+// token).
+var ErrNotHeld = errors.New("not held as asked")
 
 // errNotDeciding: this node does not decide (a follower, or a node between leaderships).
 var errNotDeciding = outcome.New(outcome.NotLeader, errors.New("this node is not the leader: ask the leader"))

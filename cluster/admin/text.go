@@ -33,8 +33,15 @@ func WriteStatus(out io.Writer, st map[string]json.RawMessage) error {
 		if id, _ := m["leader_id"].(string); id != "" {
 			leader = fmt.Sprintf("%s (%v)", id, get("leader_addr"))
 		}
+		contact := fmt.Sprint(get("last_contact")) // with a leader; raft keeps the zero time on one
+		if t, err := time.Parse(time.RFC3339Nano, contact); err == nil && t.IsZero() {
+			contact = "never"
+			if get("state") == "Leader" {
+				contact = "- (this node leads)"
+			}
+		}
 		fmt.Fprintf(w, "id\t%v\nrole\t%v\nleader\t%s\nterm\t%v\ncommit index\t%v\napplied index\t%v\nlast contact\t%v\n",
-			get("id"), get("state"), leader, get("term"), get("commit_index"), get("applied_index"), get("last_contact"))
+			get("id"), get("state"), leader, get("term"), get("commit_index"), get("applied_index"), contact)
 		var peers []Member
 		if p, ok := m["peers"]; ok {
 			b, _ := json.Marshal(p)

@@ -14,7 +14,7 @@ import (
 func TestText(t *testing.T) {
 	var st map[string]json.RawMessage
 	raw := `{"mode":"cluster","node":{"last_token":7,"keys":2,"waiters":1},
-		"raft":{"id":"n1","state":"Leader","leader_id":"n1","leader_addr":"a:1","term":3,"commit_index":9,"applied_index":9,"last_contact":"0s",
+		"raft":{"id":"n1","state":"Leader","leader_id":"n1","leader_addr":"a:1","term":3,"commit_index":9,"applied_index":9,"last_contact":"0001-01-01T00:00:00Z",
 		"peers":[{"id":"n2","addr":"b:1","suffrage":"Voter"},{"id":"n1","addr":"a:1","suffrage":"Voter"}]}}`
 	if err := json.Unmarshal([]byte(raw), &st); err != nil {
 		t.Fatal(err)
@@ -24,13 +24,24 @@ func TestText(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := squeeze(b.String())
-	for _, want := range []string{"mode cluster\n", "leader n1 (a:1)\n", "last token 7\n", "waiters 1\n"} {
+	for _, want := range []string{"mode cluster\n", "leader n1 (a:1)\n", "last contact - (this node leads)\n", "last token 7\n", "waiters 1\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
 	}
 	if strings.Index(out, "peer n1") > strings.Index(out, "peer n2") {
 		t.Errorf("peers not sorted by id:\n%s", out)
+	}
+
+	for contact, want := range map[string]string{`"0001-01-01T00:00:00Z"`: "never", `"2026-12-04T10:00:00.5Z"`: "2026-12-04T10:00:00.5Z"} {
+		st["raft"] = json.RawMessage(`{"id":"n2","state":"Follower","last_contact":` + contact + `}`)
+		b.Reset()
+		if err := WriteStatus(&b, st); err != nil {
+			t.Fatal(err)
+		}
+		if out := squeeze(b.String()); !strings.Contains(out, "last contact "+want+"\n") {
+			t.Errorf("a follower's last contact %s: want %q in\n%s", contact, want, out)
+		}
 	}
 
 	b.Reset()

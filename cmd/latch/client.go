@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -60,11 +59,13 @@ func clientFlags() []cli.Flag {
 	}
 }
 
-func acquireFlags(defaultBudget time.Duration) []cli.Flag {
+// acquireFlags are --wait, --lease and --budget; budgetDefault is what help shows as
+// --budget's default (acquireInputs applies it).
+func acquireFlags(budgetDefault string) []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "wait", Usage: "how long to wait for a held lock (0..255s; 0: one immediate attempt)", EnvVars: env("WAIT")},
 		&cli.DurationFlag{Name: "lease", Value: 30 * time.Second, Usage: "how long the lock is held at most (1s..1h)", EnvVars: env("LEASE")},
-		&cli.DurationFlag{Name: "budget", Value: defaultBudget, Usage: "the least lease left that the work needs when the grant arrives (0..250s, below --lease)", EnvVars: env("BUDGET")},
+		&cli.DurationFlag{Name: "budget", DefaultText: budgetDefault, Usage: "the least lease left that the work needs when the grant arrives (0..250s, below --lease)", EnvVars: env("BUDGET")},
 	}
 }
 
@@ -125,10 +126,10 @@ func acquireFailed(verb string, err error) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), client.IOTimeout+time.Second)
 	defer cancel()
-	msg := strings.TrimSuffix(strings.TrimPrefix(err.Error(), "latch: "), "; it is being released in the background")
 	if comp.Wait(ctx) == nil {
-		return cli.Exit(fmt.Sprintf("latch %s: %s; it was released again (confirmed): not acquired", verb, msg), exitNotAcquired)
+		return cli.Exit(fmt.Sprintf("latch %s: not acquired: %s; it was released again (confirmed)", verb, comp.Reason), exitNotAcquired)
 	}
+	msg := strings.TrimSuffix(strings.TrimPrefix(err.Error(), "latch: "), "; it is being released in the background")
 	return cli.Exit(fmt.Sprintf("latch %s: %s; its release was not confirmed: the lock may be held until its lease ends", verb, msg), exitIndeterminate)
 }
 
@@ -164,7 +165,7 @@ func acquireCommand() *cli.Command {
 		ArgsUsage: "KEY",
 		Description: "The lock stays held after latch exits, until `latch release KEY TOKEN` or the end of the lease.\n" +
 			"Pass the token to every resource the lock protects.\n\n" + exitCodesHelp,
-		Flags: append(append(clientFlags(), acquireFlags(0)...),
+		Flags: append(append(clientFlags(), acquireFlags("0s")...),
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object: key, token, deadline, lease_ms"}),
 		Action: func(c *cli.Context) error {
 			if err := wantArgs(c, "acquire", 1, "one KEY"); err != nil {
@@ -210,9 +211,9 @@ func releaseCommand() *cli.Command {
 			if err := wantArgs(c, "release", 2, "KEY TOKEN"); err != nil {
 				return err
 			}
-			tok, err := strconv.ParseUint(c.Args().Get(1), 10, 64)
+			tok, err := tokenArg("release", "TOKEN", c.Args().Get(1))
 			if err != nil {
-				return usageErr("release", "TOKEN %q is not a whole number", c.Args().Get(1))
+				return err
 			}
 			key, err := keyArg("release", c.Args().First())
 			if err != nil {

@@ -17,7 +17,7 @@ func clusterFlags() []cli.Flag {
 		&cli.StringFlag{Name: "id", Usage: "this node's stable, unique `ID` (cluster mode), e.g. the pod name", EnvVars: env("ID")},
 		&cli.StringFlag{Name: "data-dir", Usage: "`DIR` for the Raft log, votes and snapshots (cluster mode)", EnvVars: env("DATA_DIR")},
 		&cli.StringFlag{Name: "raft-addr", Value: "127.0.0.1:7401", Usage: "peer `ADDR` to listen on: Raft and forwarding (cluster mode)", EnvVars: env("RAFT_ADDR")},
-		&cli.StringFlag{Name: "advertise", Usage: "the peer `ADDR` other nodes dial; may be a DNS name (default: --raft-addr)", EnvVars: env("ADVERTISE")},
+		&cli.StringFlag{Name: "advertise", DefaultText: "--raft-addr", Usage: "the peer `ADDR` other nodes dial; may be a DNS name", EnvVars: env("ADVERTISE")},
 		&cli.BoolFlag{Name: "bootstrap", Usage: "start a new one-node cluster (ignored when --data-dir holds state)", EnvVars: env("BOOTSTRAP")},
 		&cli.StringFlag{Name: "initial-cluster", Usage: "`ID=ADDR,...`: every initial node starts with the same list; safe to restart with it. " +
 			"A listed node with an empty --data-dir bootstraps only once every other listed node answers that it is new too", EnvVars: env("INITIAL_CLUSTER")},

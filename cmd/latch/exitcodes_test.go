@@ -70,6 +70,10 @@ func TestExitCodes(t *testing.T) {
 
 		{"release no token", nil, []string{"release", srv, "k"}, exitUsage},
 		{"release bad token", nil, []string{"release", srv, "k", "x"}, exitUsage},
+		{"release token 0", nil, []string{"release", srv, "k", "0"}, exitUsage}, // as locks release --token 0
+		{"release negative token", nil, []string{"release", srv, "k", "-1"}, exitUsage},
+		{"release token past the counter", nil, []string{"release", srv, "k", "99999999999999999999"}, exitUsage},
+		{"extend token 0", nil, []string{"extend", srv, "k", "0"}, exitUsage},
 		{"release bad flag", nil, []string{"release", "--servers", "k", "1"}, exitUsage},
 		{"release not held", nil, []string{"release", srv, "k", "99"}, exitNotHeld},
 		{"release dead server", nil, []string{"release", dead, "k", "1"}, exitUnavailable},
@@ -167,6 +171,22 @@ func TestExitCodes(t *testing.T) {
 			})
 		}
 	})
+	// What the verbs say where the words used to mislead (issue: a release of an out-of-range
+	// token "not a whole number", -1 "a flag", a forced release of a free key "not held by
+	// that token").
+	for _, m := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"release", srv, "k", "99999999999999999999"}, "TOKEN 99999999999999999999: tokens are 1..9223372036854775807"},
+		{[]string{"release", srv, "k", "-1"}, "TOKEN -1: tokens are 1.."},
+		{[]string{"locks", "release", "--http", p.http, "free"}, "not released: the key is free\n"},
+		{[]string{"locks", "release", "--http", p.http, "--token", "99", "held"}, "not released: its holder is token 1, not 99\n"},
+	} {
+		if _, out := run(t, nil, m.args...); !strings.Contains(out, m.says) {
+			t.Errorf("latch %s says %q, want %q in it", strings.Join(m.args, " "), out, m.says)
+		}
+	}
 	// Nothing above took a grant except the first acquire and the two run rows that ran:
 	// the refused runs (not found, not executable, flags after KEY) took none.
 	if code, out := run(t, nil, "acquire", srv, "k"); code != 0 || !strings.HasPrefix(out, "token ") {

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -36,9 +35,9 @@ func extendCommand() *cli.Command {
 			if err := wantArgs(c, "extend", 2, "KEY TOKEN"); err != nil {
 				return err
 			}
-			tok, err := strconv.ParseUint(c.Args().Get(1), 10, 64)
+			tok, err := tokenArg("extend", "TOKEN", c.Args().Get(1))
 			if err != nil {
-				return usageErr("extend", "TOKEN %q is not a whole number", c.Args().Get(1))
+				return err
 			}
 			if lease := c.Duration("lease"); lease <= 0 { // the client takes 0 for its default; the range is its to check
 				return usageErr("extend", "--lease %s is not a lease (LATCH_LEASE too)", lease)

@@ -126,7 +126,7 @@ func forceRelease(ctx context.Context, c *cli.Context, a admin.Remote, secret []
 		fmt.Fprintf(c.App.Writer, "released %s token %d\n", wire.KeyText(key), freed)
 		return nil
 	case errors.As(err, &se) && se.Code == http.StatusConflict:
-		return cli.Exit("latch locks release: not released: "+se.Msg, exitNotHeld)
+		return cli.Exit("latch locks release: not released: "+strings.TrimPrefix(se.Msg, admin.ErrNotHeld.Error()+": "), exitNotHeld)
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &se) && se.Code == outcome.StatusIndeterminate:
 		return cli.Exit("latch locks release: unknown whether it was released ("+err.Error()+"): check with latch locks show "+shellWord(wire.KeyText(key)), exitIndeterminate)
 	}

@@ -38,13 +38,16 @@ func runCommand() *cli.Command {
 			"--kill-grace plus one second and must be below --lease: a grant with less lease left than the\n" +
 			"budget is given back. Exit 79 also when --max-hold or a lost lock stopped CMD.\n\n" +
 			exitCodesHelp,
-		Flags: append(append(clientFlags(), acquireFlags(0)...),
+		Flags: append(append(clientFlags(), acquireFlags(runBudgetDefault)...),
 			&cli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "SIGTERM this long before the lease ends, SIGKILL at its end", EnvVars: env("KILL_GRACE")},
 			&cli.DurationFlag{Name: "max-hold", Usage: "stop CMD after holding the lock this long, as at a lease end (0: no cap)", EnvVars: env("MAX_HOLD")},
 		),
 		Action: runAction,
 	}
 }
+
+// runBudgetDefault is run's --budget when none is given (runAction).
+const runBudgetDefault = "--kill-grace + 1s"
 
 // runArgs splits KEY -- CMD [ARGS...]; a flag after KEY is refused, not run as the command.
 func runArgs(c *cli.Context) (string, []string, error) {
@@ -73,7 +76,7 @@ func runAction(c *cli.Context) error {
 	if err := supervise.CheckSchedule(lease, grace, maxHold); err != nil {
 		return usageErr("run", "%v", err)
 	}
-	o, budget, err := acquireInputs(c, grace+time.Second, "--budget (default: --kill-grace plus 1s)")
+	o, budget, err := acquireInputs(c, grace+time.Second, "--budget (default: "+runBudgetDefault+")")
 	if err != nil {
 		return err
 	}

@@ -132,7 +132,8 @@ func TestAcquireGateFailureReleasesBeforeExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	code := exitWithin(t, done, 30*time.Second, "acquire", out)
-	if code != exitNotAcquired || !strings.Contains(out.String(), "released again (confirmed)") {
+	if code != exitNotAcquired || !strings.Contains(out.String(), "not acquired: granted token 2 ") ||
+		!strings.Contains(out.String(), "released again (confirmed)") || strings.Contains(out.String(), "outcome unknown") {
 		t.Fatalf("acquire whose grant fails the gate: exit %d, want %d:\n%s", code, exitNotAcquired, out.String())
 	}
 	if code, out := run(t, nil, "acquire", srv, "gate"); code != 0 || !strings.HasPrefix(out, "token 3") {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -25,6 +26,19 @@ func keyArg(verb, s string) (string, error) {
 		return "", usageErr(verb, "%v", err)
 	}
 	return k, nil
+}
+
+// tokenArg is a TOKEN argument (name, e.g. "TOKEN" or "--token") of verb: 1..wire.MaxToken,
+// as every granted token is.
+func tokenArg(verb, name, s string) (uint64, error) {
+	t, err := strconv.ParseUint(s, 10, 64)
+	if err != nil && (strings.Trim(strings.TrimPrefix(s, "-"), "0123456789") != "" || s == "-" || s == "") {
+		return 0, usageErr(verb, "%s %q is not a whole number", name, s)
+	}
+	if err != nil || t == 0 || t > wire.MaxToken {
+		return 0, usageErr(verb, "%s %s: tokens are 1..%d", name, s, uint64(wire.MaxToken))
+	}
+	return t, nil
 }
 
 // helpOnce wraps urfave/cli's help command (one value for the whole process) once.
@@ -125,7 +139,7 @@ func requireFlags(c *cli.Context, verb string, names ...string) error {
 // (usage, e.g. "KEY TOKEN"); a flag after the arguments gets its own message.
 func wantArgs(c *cli.Context, verb string, n int, usage string) error {
 	for i, a := range c.Args().Slice() {
-		if i > 0 && strings.HasPrefix(a, "-") && len(a) > 1 {
+		if i > 0 && strings.HasPrefix(a, "-") && len(a) > 1 && strings.Trim(a[1:], "0123456789") != "" { // -1 is a (bad) number
 			return usageErr(verb, "flag %s after %s: flags go before the arguments", a, c.Args().Get(i-1))
 		}
 	}
