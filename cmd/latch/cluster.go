@@ -1,15 +1,6 @@
 package main
 
-import (
-	"github.com/hashicorp/go-hclog"
-	"github.com/urfave/cli/v2"
-
-	"github.com/latchd/latch/cluster"
-	"github.com/latchd/latch/cluster/admin"
-	"github.com/latchd/latch/cluster/creds"
-	"github.com/latchd/latch/cluster/member"
-	"github.com/latchd/latch/cluster/server"
-)
+import "github.com/urfave/cli/v2"
 
 // clusterFlags are the server flags that only cluster mode reads.
 func clusterFlags() []cli.Flag {
@@ -28,24 +19,4 @@ func clusterFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "hold-leases", Usage: "report no support for protocol revision 2 (grant age, extend), so that the cluster keeps it off " +
 			"and can still be rolled back to a latch without it; the switch is one-way: once on, this only makes links to this node latch/1", EnvVars: env("HOLD_LEASES")},
 	}
-}
-
-// memberConfig turns the cluster flags, the loaded credentials and TLS configs, and the
-// node's and server's configs into a member.Config.
-func memberConfig(c *cli.Context, log hclog.Logger, cred creds.Secrets, tlsCfg creds.TLS, node cluster.Config, srv server.Config) (member.Config, error) {
-	initial, err := member.ParseInitialCluster(c.String("initial-cluster"))
-	if err != nil {
-		return member.Config{}, err
-	}
-	cfg := member.DefaultConfig()
-	cfg.Node, cfg.Server, cfg.Logger = node, srv, log
-	cfg.Raft.ID, cfg.Raft.DataDir, cfg.Raft.Advertise = c.String("id"), c.String("data-dir"), c.String("advertise")
-	cfg.Raft.Bootstrap, cfg.Raft.InitialCluster = c.Bool("bootstrap"), initial
-	// The peer port takes the peer secrets only: the client secret opens none of it.
-	cfg.Peer.Secrets, cfg.Peer.TLS, cfg.Peer.ClientTLS = cred.Peer, tlsCfg.Peer, tlsCfg.Dial
-	cfg.Listen, cfg.Join, cfg.JoinTLS = c.String("raft-addr"), c.String("join"), tlsCfg.Admin
-	cfg.HTTP, cfg.HTTPTLS, cfg.HTTPHosts = c.String("http"), tlsCfg.HTTP, c.StringSlice("http-allowed-host")
-	cfg.AcceptLegacyPeers, cfg.Insecure, cfg.HoldLeases = c.Bool("accept-legacy-peers"), c.Bool("insecure"), c.Bool("hold-leases")
-	cfg.Admin = admin.Credentials{AdminSecrets: cred.Admin, PeerSecrets: cred.Peer, AdminCAs: tlsCfg.AdminCAs, PeerCAs: tlsCfg.PeerCAs}
-	return cfg, nil
 }

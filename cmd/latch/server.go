@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -14,12 +13,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/cluster"
-	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/cluster/creds"
-	"github.com/latchd/latch/cluster/member"
+	"github.com/latchd/latch/cluster/launch"
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/cluster/server"
-	"github.com/latchd/latch/cluster/single"
 	"github.com/latchd/latch/cmd/internal/gctune"
 	"github.com/latchd/latch/cmd/internal/logs"
 	"github.com/latchd/latch/wire"
@@ -99,101 +96,35 @@ func runServer(c *cli.Context) error {
 	if f := c.Uint64("token-floor"); f >= wire.MaxToken {
 		return usageErr("server", "--token-floor %d: the counter ends at %d, so no acquire could ever be granted; the floor must be below it", f, wire.MaxToken)
 	}
-	if n := c.Int("max-conns"); n < 1 {
-		return fmt.Errorf("--max-conns %d: set it to at least 1", n)
-	}
-	cred, err := creds.LoadSecrets(creds.SecretFiles{Client: c.String("secret-file"), Peer: c.String("peer-secret-file"), Admin: c.String("admin-secret-file"),
-		AllowShared: c.Bool("allow-shared-secrets")}, log)
-	if errors.Is(err, creds.ErrSharedSecret) {
-		return usageErr("server", "%v", err)
-	} else if err != nil {
-		return err
-	}
-	secrets := cred.Client
-	tlsCfg, err := creds.LoadTLS(creds.TLSFiles{Cert: c.String("tls-cert"), Key: c.String("tls-key"), CA: c.String("tls-ca"),
-		HTTPTLS: c.Bool("http-tls"), AdminCA: c.String("admin-tls-ca")}, log)
-	if err != nil {
-		return err
-	}
-	if err := server.CheckListen(c.String("listen"), len(secrets) > 0, c.Bool("insecure")); err != nil {
-		return err
-	}
-	fds, err := server.FitDescriptors(c.Int("max-conns"), c.IsSet("max-conns"), mode == "cluster", log)
-	if err != nil {
-		return err
-	}
-	boot, err := admin.NewBootID()
-	if err != nil {
-		return err
-	}
-
-	metrics := cluster.NewMetrics()
-	metrics.SetBuildInfo(version)
-	nodeCfg := cluster.Config{
-		MaxPending: c.Int("max-pending"),
-		MaxKeys:    c.Int("max-keys"),
-		MaxWaiters: c.Int("max-waiters"),
-		TokenFloor: c.Uint64("token-floor"),
-		Logger:     log.Named("node"),
-		Metrics:    metrics,
+	cfg := launch.Config{
+		Cluster: mode == "cluster", Listen: c.String("listen"), HTTP: c.String("http"), HTTPHosts: c.StringSlice("http-allowed-host"),
+		Secrets: creds.SecretFiles{Client: c.String("secret-file"), Peer: c.String("peer-secret-file"), Admin: c.String("admin-secret-file"),
+			AllowShared: c.Bool("allow-shared-secrets")},
+		TLS: creds.TLSFiles{Cert: c.String("tls-cert"), Key: c.String("tls-key"), CA: c.String("tls-ca"),
+			HTTPTLS: c.Bool("http-tls"), AdminCA: c.String("admin-tls-ca")},
+		Insecure: c.Bool("insecure"), MaxConns: c.Int("max-conns"), MaxConnsSet: c.IsSet("max-conns"), Pprof: c.Bool("pprof"),
+		Node: cluster.Config{MaxPending: c.Int("max-pending"), MaxKeys: c.Int("max-keys"), MaxWaiters: c.Int("max-waiters"), TokenFloor: c.Uint64("token-floor")},
+		Member: launch.MemberFlags{ID: c.String("id"), DataDir: c.String("data-dir"), RaftAddr: c.String("raft-addr"), Advertise: c.String("advertise"),
+			InitialCluster: c.String("initial-cluster"), Join: c.String("join"), Bootstrap: c.Bool("bootstrap"),
+			AcceptLegacyPeers: c.Bool("accept-legacy-peers"), HoldLeases: c.Bool("hold-leases")},
+		Version: version, Logger: log,
 	}
 	if c.Bool("audit") {
-		nodeCfg.Audit = log.Named("audit")
-		nodeCfg.Audit.SetLevel(hclog.Info)
+		cfg.Node.Audit = log.Named("audit")
+		cfg.Node.Audit.SetLevel(hclog.Info)
 	}
-	scfg := server.Config{
-		Secrets:     secrets,
-		MaxConns:    fds.MaxConns,
-		MaxRefusing: fds.Refusing,
-		Logger:      log.Named("server"),
-		Metrics:     metrics,
-	}
-	httpCfg := admin.DefaultHTTPConfig() // timeouts, header size and a connection cap (issue 11)
-	httpCfg.Logger = log.Named("http")
-	httpCfg.MaxConns = fds.HTTP // within the open-files limit, beside the client connections
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	go gctune.Run(ctx, log.Named("gc")) // the heap's headroom in proportion to the table
-	var run running
-	if mode == "cluster" {
-		mcfg, err := memberConfig(c, log, cred, tlsCfg, nodeCfg, scfg)
-		if err != nil {
-			return err
-		}
-		if err := mcfg.ValidateStart(); err != nil {
-			return usageErr("server", "%v", err)
-		}
-		mem, err := member.Start(ctx, mcfg)
-		switch {
-		case errors.Is(err, raftnode.ErrDataDirBroken):
-			return cli.Exit("latch server: "+err.Error(), exitLocalIO)
-		case err != nil:
-			return err
-		}
-		if err := mem.Serve(member.ServeConfig{Listen: c.String("listen"), TLS: tlsCfg.Client, HTTPServer: httpCfg, Boot: boot, Pprof: c.Bool("pprof")}); err != nil {
-			return err
-		}
-		run = mem
-	} else {
-		cfg := single.Config{
-			Node: nodeCfg, Server: scfg, Listen: c.String("listen"), TLS: tlsCfg.Client,
-			HTTP: c.String("http"), HTTPTLS: tlsCfg.HTTP, HTTPServer: httpCfg, HTTPHosts: c.StringSlice("http-allowed-host"),
-			Insecure: c.Bool("insecure"), Pprof: c.Bool("pprof"), Logger: log,
-			Admin: admin.LocalConfig{
-				Boot:  boot,
-				Admin: admin.Credentials{AdminSecrets: cred.Admin, AdminCAs: tlsCfg.AdminCAs},
-				// The rule of cluster mode's checkPrincipals: a client or peer credential.
-				Credentialed: len(secrets) > 0 || len(cred.Peer) > 0 || tlsCfg.Peer != nil,
-			},
-		}
-		if run, err = single.Start(cfg); err != nil {
-			return err
-		}
+	run, err := launch.Start(ctx, cfg)
+	switch {
+	case errors.Is(err, launch.ErrSettings):
+		return usageErr("server", "%v", err)
+	case errors.Is(err, raftnode.ErrDataDirBroken):
+		return cli.Exit("latch server: "+err.Error(), exitLocalIO)
+	case err != nil:
+		return err
 	}
-	log.Info("latch serving", "mode", mode, "listen", run.Addr().String(), "http", run.HTTPAddr().String(),
-		"auth", len(secrets) > 0, "secrets", len(secrets), "peer_secrets", len(cred.Peer), "admin_secrets", len(cred.Admin),
-		"admin_certs", tlsCfg.AdminCAs != nil, "tls", tlsCfg.Client != nil, "max_conns", fds.MaxConns, "open_files_limit", fds.Limit, "http_tls", tlsCfg.HTTP != nil, "http_hosts", run.Hosts().Names(), "peer_mtls", tlsCfg.Peer != nil, "token_floor", nodeCfg.TokenFloor, "version", version)
-
 	select {
 	case <-ctx.Done():
 		log.Info("signal received; draining", "grace", shutdownGrace)
@@ -207,14 +138,4 @@ func runServer(c *cli.Context) error {
 	}
 	log.Info("latch stopped")
 	return nil
-}
-
-// running is a started server of either mode (single.Node, or a member.Member that serves)
-// as runServer logs, waits on and stops it.
-type running interface {
-	Addr() net.Addr
-	HTTPAddr() net.Addr
-	Hosts() admin.Hosts
-	Failed() <-chan error
-	Stop(ctx context.Context) error
 }
