@@ -148,7 +148,7 @@ func runServer(c *cli.Context) error {
 		Logger:      log.Named("server"),
 		Metrics:     metrics,
 	}
-	httpCfg := admin.DefaultHTTPConfig() // timeouts, header size and a connection cap (issue 11)
+	httpCfg := admin.DefaultHTTPConfig() // timeouts, header size and a connection cap
 	httpCfg.Logger = log.Named("http")
 	httpCfg.MaxConns = fds.HTTP // within the open-files limit, beside the client connections
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
