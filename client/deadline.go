@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Deadline arithmetic of protocol revision 2 (docs/protocol.md section 10,
-// as issue 21 settles them). Every function here is pure and allocation-free: the acquire
+// Deadline arithmetic of protocol revision 2 (docs/protocol.md sections 10
+// and 13). Every function here is pure and allocation-free: the acquire
 // path calls grantEnd once per grant.
 //
 // A span of server time d is at least d x (1 - rho) on the client's clock, so the client
@@ -39,8 +39,8 @@ func shrink(d time.Duration, ppb uint64) time.Duration {
 // The lease started after the server read the frame, which is after writtenAt, and age later
 // on the server's clock; the lease then runs lease on that clock. The age is capped at what
 // the client saw pass between its write and its read, so a wrong age (a bug, a clock far
-// off) can never move the deadline later than a lease started at readAt. This is issue 21's
-// rule. Before rounding, the other form written_at + min(age x (1 - rho), elapsed) + lease x
+// off) can never move the deadline later than a lease started at readAt. This is the rule of
+// docs/protocol.md section 10. Before rounding, the other form written_at + min(age x (1 - rho), elapsed) + lease x
 // (1 - rho) is never earlier, and the same whenever the age is at most what the client saw.
 func grantEnd(writtenAt, readAt time.Time, ageMillis uint32, lease uint16, ppb uint64) time.Time {
 	age := time.Duration(ageMillis) * time.Millisecond

@@ -26,7 +26,7 @@
 //   - expiry driving: the view's deadline heap of holders (an expiry.Heap), the single-mode
 //     sweep every expiry.SweepInterval, lazy expiry when a request touches a key, and in
 //     cluster mode the leader's timer at the earliest deadline, whose expiries go to the log
-//     through a bounded lane (expire.go; DESIGN.md, Expiry).
+//     through a bounded lane (expire.go; docs/architecture.md, "Expiry").
 //
 // What the leader answers from its view. A cluster-mode leader decides from its view, which
 // a leader change makes stale without telling it (a leader paused past its election timeout

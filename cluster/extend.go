@@ -40,7 +40,7 @@ func (n *Node) extends() bool { return n.ap.features().Has(fsm.FeatureLeases) }
 // key with a lease that has not ended on this node's clock, and the extend applied; N
 // otherwise. The caller has checked the frame.
 //
-// The rules that keep it safe against expiry (issue 21, item 7): a holder whose release or
+// The rules that keep it safe against expiry (docs/protocol.md section 13): a holder whose release or
 // expiry is in flight (parked), or whose lease is over, is never extended; the view's
 // deadline moves forward when the extend is submitted, so that no expiry for the old lease is
 // proposed while it is in the log; the Expire of every later end carries the holder's

@@ -35,7 +35,7 @@ type Session struct {
 //
 // In single mode the node owns the table and applies each transition in place (local). In
 // cluster mode (Replicated) transitions are proposed and their results come back in log
-// order; the node only decides while it leads. See DESIGN.md.
+// order; the node only decides while it leads. See docs/architecture.md.
 type Node struct {
 	mu sync.Mutex
 	ap applier // how transitions reach the table (applier.go)

@@ -195,8 +195,9 @@ func (l *Link) fail(c *conn, why string, unsent []*entry) {
 // owner, and a grant in the node's own shape, Response{Op: OpAcquire, Token, Age}. A G (a
 // revised link) keeps the leader's age; an A (a latch/1 link) has age 0. The follower adds
 // nothing: the age is the leader's measure from its own read of the frame, and the wait
-// between the follower's read and the leader's is not part of any lease (issue 21, "a
-// follower adds nothing"). The session writes G or A, whichever its own client speaks.
+// between the follower's read and the leader's is not part of any lease (docs/protocol.md
+// section 13, "A follower adds nothing to the age"). The session writes G or A, whichever
+// its own client speaks.
 func relayed(r *wire.Response, owner uint64) wire.Response {
 	a := wire.Response{Op: r.Op, Owner: owner, Token: r.Token, Reason: r.Reason}
 	switch r.Op {

@@ -1,5 +1,5 @@
 // Package forward is the follower half of request forwarding in cluster mode (docs/protocol.md
-// section 7, "Cluster mode"; cluster/DESIGN.md, "Forwarding"): a Link carries the acquires,
+// section 7, "Cluster mode"; docs/architecture.md, "Cluster mode, through a follower"): a Link carries the acquires,
 // releases and extends that clients send to a follower over one pipelined connection to the
 // leader's forward channel, and relays each answer to the session that asked.
 //
@@ -9,7 +9,7 @@
 // decoding, admission, FIFO waiters and timeouts are the leader's own code path. Waiters
 // live on the leader only.
 //
-// Protocol revision 2 (docs/protocol-rev2-draft.md; wire.FlagLeases) has a forward channel of
+// Protocol revision 2 (docs/protocol.md sections 3.5 and 13; wire.FlagLeases) has a forward channel of
 // its own (peer.ChannelForwardLeases), since there is no hello to negotiate it in: the
 // follower dials it first and takes the latch/1 channel when the leader's peer port refuses
 // it, and Config.Dial says which one a connection is. The leader serves the revised one with

@@ -18,8 +18,8 @@ import (
 	"github.com/latchd/latch/wire"
 )
 
-// The cluster's feature switch for protocol revision 2 (issue 21, item 7, "Mixed versions";
-// docs/protocol-rev2-draft.md section 8): the leader commits fsm.CmdEnable{FeatureLeases}
+// The cluster's feature switch for protocol revision 2 (docs/protocol.md
+// section 13, "A feature switch in the log, one-way"): the leader commits fsm.CmdEnable{FeatureLeases}
 // once every server of the Raft configuration, voters and nonvoters, supports the revision,
 // and never takes it back. Until then no node offers the revision to clients and no leader
 // extends anything, so a cluster in a rolling upgrade speaks latch/1 throughout. A node of an

@@ -45,8 +45,8 @@
 // Every failure of a command or a membership change carries exactly one outcome of package
 // cluster/outcome, with the cause: Unavailable (never appended: nothing changed, safe to
 // retry) or Indeterminate (appended, or may have been: the client must be told the outcome
-// is unknown), following the table in shared/notes/hashicorp-raft.md section 1 (see
-// classify). A command refused because this node does not lead is NotLeader, which is
+// is unknown), by what hashicorp/raft v1.8 does with each error (the table at classify,
+// errors.go). A command refused because this node does not lead is NotLeader, which is
 // Unavailable too, and one that can never be carried out as it is (it fails fsm's
 // validation, or its group is too large or holds such a command) is Refused. An error
 // response from the FSM means it halted (fsm.ErrHalted: it met an entry it cannot decode,

@@ -48,8 +48,8 @@ var (
 )
 
 // classify maps the error of a raft future, with the log index it reported (0 when the entry
-// was never given one), to an error of outcome Unavailable (NotLeader) or Indeterminate wrapping the cause. The table is
-// section 1 of shared/notes/hashicorp-raft.md:
+// was never given one), to an error of outcome Unavailable (NotLeader) or Indeterminate wrapping the cause, by
+// what hashicorp/raft v1.8 has done with the entry when it returns each error:
 //
 //	raft.ErrNotLeader                         not applied (never dispatched)
 //	raft.ErrLeadershipTransferInProgress      not applied (rejected before dispatch)

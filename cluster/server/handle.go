@@ -92,7 +92,7 @@ func (ss *session) hello(r *wire.Request) wire.Reason {
 	}
 	ss.nonce, ss.sn = r.Hello.Nonce, sn
 	// The client's offers that this node serves now are in force from the next frame on
-	// (docs/protocol.md section 4); every other client bit is ignored, as latch/1 says.
+	// (docs/protocol.md section 8); every other client bit is ignored, as latch/1 says.
 	echo := wire.EchoFlags(r.Hello.Flags, ss.srv.node.Revisions())
 	ss.setRevisions(echo)
 	h := wire.Response{Op: wire.OpHello, Hello: wire.Hello{Version: wire.Version, Flags: echo, Nonce: sn}}

@@ -17,9 +17,9 @@ import (
 // Exit codes of every verb (README's table; also in `latch help run`). The command's own
 // status passes through `latch run` unchanged, so latch's codes sit where tools rarely go.
 const (
-	exitNotHeld       = 1   // release: the token does not hold the key (N)
+	exitNotHeld       = 1   // release, extend: the token does not hold the key (N); locks release: free, or --token no longer holds it
 	exitUsage         = 64  // bad input: flags, arguments, key, duration out of range
-	exitRefused       = 65  // admin verbs: the node refused the request as not applicable; nothing applied
+	exitRefused       = 65  // extend: the server cannot extend; admin verbs: the node refused the request as not applicable; nothing applied
 	exitUnavailable   = 69  // no server answered (or all said unavailable), auth failed, or not a latch server
 	exitLocalIO       = 74  // snapshot save, recover, server: a local file or --data-dir could not be read or written, or is damaged
 	exitNotAcquired   = 75  // held when the wait ran out, busy, or a grant too late to use was given back
