@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,7 +98,14 @@ func TestReadyzRestartedFollowerCatchesUp(t *testing.T) {
 // to the table holds many entries).
 func TestReadyzWipedFollowerHoldsEveryKey(t *testing.T) {
 	clustertest.Slow(t, "starts four processes and takes 100,000 locks")
-	const keys = 100_000
+	keys := 100_000
+	if v := os.Getenv("LATCH_READY_KEYS"); v != "" { // a larger table by hand, e.g. 1000000
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1000 || n%1000 != 0 {
+			t.Fatalf("LATCH_READY_KEYS=%q: a whole number of thousands", v)
+		}
+		keys = n
+	}
 	fc := startFixedCluster(t, 3)
 	l, f := fc.leaderAndFollower()
 	grantRounds(t, fc.conn(l), "held", keys/1000, 1000)
@@ -107,10 +115,11 @@ func TestReadyzWipedFollowerHoldsEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	fc.procs[f] = spawnServer(t, nil, fc.args(f)...)
-	deadline := time.Now().Add(120 * time.Second)
+	bound := 120*time.Second + time.Duration(keys/1000)*100*time.Millisecond
+	deadline := time.Now().Add(bound)
 	for {
 		if time.Now().After(deadline) {
-			t.Fatalf("the wiped n%d not ready within 120 s", f)
+			t.Fatalf("the wiped n%d not ready within %v", f, bound)
 		}
 		if code, _ := httpGetQuiet(fc.http[f] + "/readyz"); code == 200 {
 			break
