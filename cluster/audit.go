@@ -26,9 +26,9 @@ import (
 //	cred    only on a forced release made with a credential: which one (Operator.Cred; a
 //	        fingerprint, never a secret)
 //
-// A follower tells the leader its clients' addresses only when the leader asked for them:
-// a leader that audits answers the follower's probe on a new forward connection, and the
-// follower then names each client session once per connection (forward_origins.go). So
+// A follower tells the leader its clients' addresses only when the leader wants them: it
+// asks on each new forward connection, a leader that audits says yes, and the follower then
+// names each client session once per connection (origins.go). So
 // `from=10.0.0.5:51234 via=n2` is a client of n2 whose request the leader decided. The
 // addresses never enter the Raft log: the line is written where the result arrives at the
 // leader, from the session's origin.
@@ -72,7 +72,7 @@ func (a auditor) release(event string, key []byte, tok fsm.Token, result string,
 
 // origin is where the request of s with owner came from, for the audit trail: the address
 // of the follower's client when s is a forward connection whose follower named the client
-// session owner belongs to (forward_origins.go), else s's own address. The caller holds
+// session owner belongs to (origins.go), else s's own address. The caller holds
 // n.mu (bindings change under it).
 func (s *Session) origin(owner uint64) origin {
 	if s == nil {
