@@ -6,12 +6,14 @@ import (
 	"strings"
 )
 
-// The audit trail across builds (startMixedCluster runs every node with --audit). A follower
-// of this build asks the leader on each forward connection whether it wants its clients'
-// addresses (cluster/origins.go); a leader of the previous build echoes the question, as it
-// answers every ping, and a follower of the previous build never asks. Either way the
-// leader audits a forwarded request as before, from "peer ADDR". Only a leader of this
-// build with followers of this build names the client and the follower (from=CLIENT via=ID).
+// The audit trail of real processes (--audit, --log-format json): through a follower
+// (expectAuditThrough), and across builds (startMixedCluster runs every node with --audit).
+// A follower of this build asks the leader on each forward connection whether it wants its
+// clients' addresses (cluster/origins.go); a leader of the previous build echoes the
+// question, as it answers every ping, and a follower of the previous build never asks.
+// Either way the leader audits a forwarded request as before, from "peer ADDR". Only a
+// leader of this build with followers of this build names the client and the follower
+// (from=CLIENT via=ID).
 
 // auditOf returns the audit lines in p's log (logger latch.audit; --log-format json).
 func auditOf(p *proc) []map[string]any {
@@ -77,5 +79,39 @@ func (tc *testCluster) expectAuditNamesClients(l int) {
 		tc.t.Errorf("n%d's audit trail: %d forwarded grants from a peer connection, %d of its own clients, %d of named "+
 			"clients of a follower, malformed %v; want grants of named clients (every node runs this build)",
 			l+1, peer, direct, named, bad)
+	}
+}
+
+// expectAuditThrough fails unless leader l's audit trail has key's grants and its forced
+// release as made through follower f: each grant from a client address (not the follower's
+// peer connection) via f, the forced release from the operator's address via f, with the
+// admin secret's fingerprint.
+func (tc *testCluster) expectAuditThrough(l, f int, key string) {
+	tc.t.Helper()
+	via := fmt.Sprintf("n%d", f+1)
+	grants, forced := 0, 0
+	for _, a := range auditOf(tc.procs[l]) {
+		if a["key"] != key {
+			continue
+		}
+		from, _ := a["from"].(string)
+		switch a["event"] {
+		case "grant":
+			grants++
+			if !strings.HasPrefix(from, "127.0.0.1:") || a["via"] != via {
+				tc.t.Errorf("n%d audited a grant through %s as %v: want from the client's address, via %s", l+1, via, a, via)
+			}
+		case "force_release":
+			forced++
+			cred, _ := a["cred"].(string)
+			if !strings.HasPrefix(from, "operator 127.0.0.1:") || a["via"] != via || !strings.HasPrefix(cred, "admin secret ") {
+				tc.t.Errorf("n%d audited a forced release through %s as %v: want from the operator's address, via %s, "+
+					"and the admin secret's fingerprint", l+1, via, a, via)
+			}
+		}
+	}
+	if grants < 2 || forced != 1 {
+		tc.t.Errorf("n%d's audit trail has %d grants and %d forced releases of %s, want 2 (the holder, then the waiter) and 1",
+			l+1, grants, forced, key)
 	}
 }
