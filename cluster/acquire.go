@@ -188,7 +188,7 @@ func (n *Node) granted(key []byte, op acqOp, r fsm.Result, current bool, now int
 		n.m.acqAcquired.Inc()
 		n.m.grantLatency.Observe(time.Duration(now - op.readAt).Seconds())
 		if n.audit.on() {
-			n.audit.grant(key, r.Token, op.lease, op.c.from)
+			n.audit.grant(key, r.Token, op.lease, op.c.origin(op.owner))
 		}
 		op.c.out.Reply(wire.Response{Op: wire.OpAcquire, Owner: op.owner, Token: uint64(r.Token), Age: op.age})
 	default:

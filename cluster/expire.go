@@ -221,7 +221,7 @@ func (n *Node) expired(op expOp, r fsm.Result, err error, now int64) {
 	case r.Kind == fsm.Expired:
 		n.m.expired.Inc()
 		if n.audit.on() {
-			n.audit.release("expire", []byte(op.key), op.token, "expired", "leader")
+			n.audit.release("expire", []byte(op.key), op.token, "expired", origin{from: "leader"})
 		}
 		if mine {
 			n.holderGone(op.key, now)

@@ -129,7 +129,7 @@ func (n *Node) extendLocally(name string, op extOp) {
 			n.m.extExtended.Inc()
 			n.view.held.Retime(name, uint64(op.token), now+int64(op.lease)*int64(time.Second))
 			if n.audit.on() {
-				n.audit.extend([]byte(name), op.token, op.lease, op.c.origin())
+				n.audit.extend([]byte(name), op.token, op.lease, op.c.origin(op.owner))
 			}
 			resp = wire.Response{Op: wire.OpExtend, Owner: op.owner}
 		}
@@ -162,7 +162,7 @@ func (n *Node) extendedResult(key []byte, op extOp, r fsm.Result, err error, now
 			n.view.extended(h.Key, op.token, r.Holder.Extensions, now+int64(op.lease)*int64(time.Second))
 		}
 		if n.audit.on() {
-			n.audit.extend(key, op.token, op.lease, op.c.origin())
+			n.audit.extend(key, op.token, op.lease, op.c.origin(op.owner))
 		}
 		resp = wire.Response{Op: wire.OpExtend, Owner: op.owner}
 	case r.Kind == fsm.ExtendLimit:

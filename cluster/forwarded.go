@@ -45,12 +45,13 @@ func (fw *forwarded) Reply(r wire.Response) {
 	fw.n.mu.Unlock()
 	if gone {
 		fw.n.log.Info("granted to a client that has gone; releasing it", "key", string(fw.key), "token", r.Token)
-		fw.f.Forward(&wire.Request{Op: wire.OpRelease, Owner: 1, Token: r.Token, Key: fw.key}, fw.n.Now(), dropAnswer{})
+		fw.f.Forward(&wire.Request{Op: wire.OpRelease, Owner: 1, Token: r.Token, Key: fw.key}, fw.n.Now(), dropAnswer{fw.c})
 	}
 }
 
-// dropAnswer is the Replier of a give-back release: its answer matters to no one.
-type dropAnswer struct{}
+// dropAnswer is the Replier of a give-back release: its answer matters to no one. c is the
+// session whose grant it gives back (its origin, for the leader's audit trail).
+type dropAnswer struct{ c *Session }
 
 // Reply implements Replier.
 func (dropAnswer) Reply(wire.Response) {}

@@ -105,6 +105,11 @@ func (n *Node) Lock(key string, done func(LockInfo, error)) {
 // (package outcome: NotLeader on a follower, Indeterminate when the entry's fate is unknown).
 // done is called with the node's mutex held and must not block.
 func (n *Node) ForceRelease(key []byte, token uint64, done func(uint64, error)) {
+	n.ForceReleaseBy(key, token, Operator{}, done)
+}
+
+// ForceReleaseBy is ForceRelease for the operator by, whom the audit trail names.
+func (n *Node) ForceReleaseBy(key []byte, token uint64, by Operator, done func(uint64, error)) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.leading.Load() {
@@ -136,7 +141,7 @@ func (n *Node) ForceRelease(key []byte, token uint64, done func(uint64, error)) 
 		}
 		notHeld(fmt.Sprintf("the lease of token %d has ended", token))
 	default:
-		n.endHold(h.Key, key, relOp{token: fsm.Token(token), epoch: n.epoch, done: func(r fsm.Result, err error) {
+		n.endHold(h.Key, key, relOp{token: fsm.Token(token), epoch: n.epoch, by: by, done: func(r fsm.Result, err error) {
 			switch {
 			case err != nil:
 				done(0, err)

@@ -28,6 +28,11 @@ type Session struct {
 	out     Replier
 	waiting map[*waiter]struct{}
 	gone    bool
+	ended   atomic.Bool // gone, for readers without n.mu (Ended)
+	// A forward connection's: the follower as the audit trail names it, and the client
+	// addresses it bound (origins.go; under n.mu; nil until the first).
+	via     string
+	origins map[uint32]string
 }
 
 // Node decides acquires and releases for one lock table. All of its methods are safe for
@@ -131,6 +136,7 @@ func (n *Node) Detach(c *Session) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	c.gone = true
+	c.ended.Store(true)
 	for w := range c.waiting {
 		if w.proposed {
 			continue

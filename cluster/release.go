@@ -17,8 +17,10 @@ type relOp struct {
 	token fsm.Token
 	epoch uint64
 	at    int64 // when the node took it (node clock), for the release latency; 0: not a client's
-	// done, if set, gets the result instead of a connection (an operator's ForceRelease).
+	// done, if set, gets the result instead of a connection (an operator's ForceRelease),
+	// and by says who that operator is (the audit trail).
 	done func(fsm.Result, error)
+	by   Operator
 }
 
 // Release decides a release frame: R if token is the key's current holder, else N.
@@ -138,7 +140,7 @@ func (n *Node) fromView(c *Session, resp wire.Response, sent prometheus.Counter,
 			}
 		}
 		if released != "" {
-			n.audit.release("release", []byte(released), fsm.Token(token), auditResult(resp), c.origin())
+			n.audit.release("release", []byte(released), fsm.Token(token), auditResult(resp), c.origin(resp.Owner))
 		}
 		if !c.gone {
 			c.out.Reply(resp)
@@ -185,12 +187,12 @@ func auditResult(resp wire.Response) string {
 // connection), an operator's forced release, or the leader's compensation of a grant nobody
 // received.
 func (n *Node) auditRelease(key []byte, op relOp, r fsm.Result, err error) {
-	event, from := "release", "leader"
+	event, from := "release", origin{from: "leader"}
 	switch {
 	case op.done != nil:
-		event, from = "force_release", "operator"
+		event, from = "force_release", op.by.origin()
 	case op.c != nil:
-		from = op.c.from
+		from = op.c.origin(op.owner)
 	}
 	result := "not_held"
 	switch {

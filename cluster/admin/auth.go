@@ -157,21 +157,31 @@ func NewVerifier(self Target, cred Credentials, now func() time.Time) *Verifier 
 // that fails is an error even next to a good certificate. A call that proves nothing is
 // ErrNoCredential. A signed call's body must then be read with VerifiedBody.
 func (v *Verifier) Verify(r *http.Request) (Principal, error) {
+	who, _, err := v.verify(r)
+	return who, err
+}
+
+// verify is Verify that also names the credential that proved who (secretID, certID; "" when
+// the node checks none).
+func (v *Verifier) verify(r *http.Request) (Principal, string, error) {
 	if v.cred.none() {
-		return Operator, nil
+		return Operator, "", nil
 	}
-	byCert := v.certPrincipal(r)
+	byCert, cert := v.certPrincipal(r)
 	if !strings.HasPrefix(r.Header.Get("Authorization"), authScheme) {
 		if byCert == NoOne {
-			return NoOne, v.noCredential()
+			return NoOne, "", v.noCredential()
 		}
-		return byCert, nil
+		return byCert, cert, nil
 	}
-	bySig, err := v.checkSignature(r)
+	bySig, secret, err := v.checkSignature(r)
 	if err != nil {
-		return NoOne, err
+		return NoOne, "", err
 	}
-	return max(byCert, bySig), nil
+	if byCert > bySig {
+		return byCert, cert, nil
+	}
+	return bySig, secret, nil
 }
 
 // ErrNoCredential is Verify's answer to a call that carries no credential.
@@ -194,11 +204,12 @@ func (v *Verifier) noCredential() error {
 		secrets: len(v.cred.AdminSecrets) > 0 || len(v.cred.PeerSecrets) > 0}
 }
 
-// certPrincipal is who r's client certificate proves to be: the TLS listener verified it
-// against the union of both CAs, so here it is checked against each one on its own.
-func (v *Verifier) certPrincipal(r *http.Request) Principal {
+// certPrincipal is who r's client certificate proves to be, and the certificate's
+// certID: the TLS listener verified it against the union of both CAs, so here it is
+// checked against each one on its own.
+func (v *Verifier) certPrincipal(r *http.Request) (Principal, string) {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 || len(r.TLS.VerifiedChains) == 0 {
-		return NoOne
+		return NoOne, ""
 	}
 	leaf := r.TLS.PeerCertificates[0]
 	inter := x509.NewCertPool()
@@ -214,15 +225,16 @@ func (v *Verifier) certPrincipal(r *http.Request) Principal {
 	}
 	switch {
 	case signedBy(v.cred.AdminCAs):
-		return Operator
+		return Operator, certID(leaf)
 	case signedBy(v.cred.PeerCAs):
-		return Peer
+		return Peer, certID(leaf)
 	}
-	return NoOne
+	return NoOne, ""
 }
 
-// checkSignature checks r's signature header and records its nonce.
-func (v *Verifier) checkSignature(r *http.Request) (Principal, error) {
+// checkSignature checks r's signature header and records its nonce. It returns the
+// secretID of the secret that signed.
+func (v *Verifier) checkSignature(r *http.Request) (Principal, string, error) {
 	var ts, nonce, node, boot, sig string
 	for _, kv := range strings.Split(strings.TrimPrefix(r.Header.Get("Authorization"), authScheme), ",") {
 		k, val, _ := strings.Cut(kv, "=")
@@ -244,29 +256,29 @@ func (v *Verifier) checkSignature(r *http.Request) (Principal, error) {
 	got, herr := hex.DecodeString(sig)
 	if _, derr := hex.DecodeString(digest); derr != nil || len(digest) != 2*sha256.Size || err != nil || herr != nil ||
 		len(nonce) != 32 || len(got) != sha256.Size {
-		return NoOne, ErrBadSignature
+		return NoOne, "", ErrBadSignature
 	}
 	to := Target{Node: node, Boot: boot}
-	who := NoOne
+	who, cred := NoOne, ""
 	for _, c := range []struct {
 		secrets [][]byte
 		p       Principal
 	}{{v.cred.AdminSecrets, Operator}, {v.cred.PeerSecrets, Peer}} {
 		for _, s := range c.secrets {
 			if hmac.Equal(mac(s, r.Method, r.URL.RequestURI(), ts, nonce, to, digest), got) && who == NoOne {
-				who = c.p
+				who, cred = c.p, secretID(c.p, s)
 			}
 		}
 	}
 	switch {
 	case who == NoOne:
-		return NoOne, ErrBadSignature
+		return NoOne, "", ErrBadSignature
 	case to != v.self:
-		return NoOne, fmt.Errorf("%w (signed for node %q, boot %.8s; this is node %q, boot %.8s)", ErrWrongNode, to.Node, to.Boot, v.self.Node, v.self.Boot)
+		return NoOne, "", fmt.Errorf("%w (signed for node %q, boot %.8s; this is node %q, boot %.8s)", ErrWrongNode, to.Node, to.Boot, v.self.Node, v.self.Boot)
 	}
 	now := v.now()
 	if d := now.Sub(time.UnixMilli(ms)); d > MaxSkew || d < -MaxSkew {
-		return NoOne, ErrStale
+		return NoOne, "", ErrStale
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -279,10 +291,10 @@ func (v *Verifier) checkSignature(r *http.Request) (Principal, error) {
 		v.sweep = now
 	}
 	if _, dup := v.seen[nonce]; dup {
-		return NoOne, ErrReplayed
+		return NoOne, "", ErrReplayed
 	}
 	v.seen[nonce] = now.Add(2 * MaxSkew)
-	return who, nil
+	return who, cred, nil
 }
 
 // ErrTooLarge is VerifiedBody's error for a body over its limit.

@@ -49,6 +49,11 @@ type ChannelRequest struct {
 	After  string `json:"after,omitempty"`
 	Limit  int    `json:"limit,omitempty"`
 	Token  uint64 `json:"token,omitempty"`
+	// Caller is who made the call that the follower relays (its HTTP remote address, its
+	// credential's id, the follower's --id), for the leader's log and audit trail. New with
+	// this build: a leader of an older one ignores it, and one of this build logs a request
+	// without it (from an older follower) as before.
+	Caller *Caller `json:"caller,omitempty"`
 }
 
 type channelResponse struct {
@@ -129,6 +134,9 @@ func serveChannelConn(conn net.Conn, local Cluster, log hclog.Logger) {
 	conn.SetDeadline(time.Now().Add(timeout + 5*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	if req.Caller != nil {
+		ctx = WithCaller(ctx, *req.Caller)
+	}
 	var resp channelResponse
 	var payload []byte
 	switch req.Op {
@@ -173,7 +181,7 @@ func serveChannelConn(conn net.Conn, local Cluster, log hclog.Logger) {
 	switch req.Op {
 	case "state", "locks", "lock": // reads of no interest to an audit (a backup is logged)
 	default:
-		log.Info("admin channel request", "op", req.Op, "id", req.ID, "key", req.Key, "error", resp.Error)
+		log.Info("admin channel request", append([]any{"op", req.Op, "id", req.ID, "key", req.Key, "error", resp.Error}, CallerOf(ctx).args()...)...)
 	}
 	out, _ := json.Marshal(resp)
 	if _, err := conn.Write(append(out, '\n')); err == nil && len(payload) > 0 {
@@ -221,6 +229,9 @@ func call(ctx context.Context, conn net.Conn, req ChannelRequest, payload []byte
 	var resp channelResponse
 	if d, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(d)
+	}
+	if c := CallerOf(ctx); c != (Caller{}) && req.Caller == nil {
+		req.Caller = &c // who made the call this node relays (Relayed)
 	}
 	line, err := json.Marshal(req)
 	if err != nil {

@@ -86,5 +86,5 @@ func Handler(reg *prometheus.Registry, ready func() error, o Options) http.Handl
 		membership(mux, o.Cluster, v)
 		snapshots(mux, o.Cluster, v)
 	}
-	return guard(mux, o.Hosts)
+	return guard(withCaller(mux), o.Hosts)
 }

@@ -88,7 +88,9 @@ func (l LocalLocks) Show(ctx context.Context, key string) (Lock, error) {
 
 func (l LocalLocks) Release(ctx context.Context, key string, token uint64) (uint64, error) {
 	// Past the deadline the release may be in the log: its fate is unknown here.
-	return await(ctx, outcome.Indeterminate, func(done func(uint64, error)) { l.Node.ForceRelease([]byte(key), token, done) })
+	// The audit trail names ctx's caller (the operator's address, credential, relaying node).
+	by := CallerOf(ctx).operator()
+	return await(ctx, outcome.Indeterminate, func(done func(uint64, error)) { l.Node.ForceReleaseBy([]byte(key), token, by, done) })
 }
 
 // await starts a node call that answers through done (with the node's mutex held, so done

@@ -177,7 +177,7 @@ func membership(mux *http.ServeMux, c Cluster, v *Verifier) {
 // authorize checks r's credential from its headers, before any of its body is read: 401 when
 // it proves nothing (or fails), 403 when it proves less than need.
 func authorize(w http.ResponseWriter, r *http.Request, v *Verifier, need Principal) (Principal, bool) {
-	who, err := v.Verify(r)
+	who, cred, err := v.verify(r)
 	switch {
 	case err != nil:
 		writeErr(w, http.StatusUnauthorized, err)
@@ -186,6 +186,7 @@ func authorize(w http.ResponseWriter, r *http.Request, v *Verifier, need Princip
 		writeErr(w, http.StatusForbidden, ErrPeerOnly)
 		return NoOne, false
 	}
+	setCred(r, cred)
 	return who, true
 }
 

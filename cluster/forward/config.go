@@ -45,6 +45,12 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives one line per connection event. Nil: no logging.
 	Logger hclog.Logger
+	// Origins: on each new connection, before any request, ask the leader whether it wants
+	// the clients' addresses for its audit trail (cluster/origins.go; one ping and its
+	// answer, within DialTimeout); when it does, name each client session to it once per
+	// connection. A leader of an older latch, or one that does not audit, says no, and the
+	// connection carries exactly what it would without Origins.
+	Origins bool
 }
 
 // DefaultConfig returns the defaults for every field but Dial.

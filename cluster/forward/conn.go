@@ -27,10 +27,20 @@ type conn struct {
 	unwritten []*entry
 	draining  bool // the leader changed: no new requests, close when inflight empties
 	dead      bool // closed: every entry it had has been answered
+
+	// origins: the leader takes the clients' addresses (origins.go); fixed. bound are the
+	// client sessions named to it, nextOrigin the last origin id given out.
+	origins    bool
+	bound      map[*cluster.Session]*origin
+	nextOrigin uint32
 }
 
-func newConn(nc net.Conn, leader string, revs uint8) *conn {
-	return &conn{nc: nc, leader: leader, revs: revs & wire.OfferFlags, inflight: make(map[uint64]*entry)}
+func newConn(nc net.Conn, leader string, revs uint8, origins bool) *conn {
+	c := &conn{nc: nc, leader: leader, revs: revs & wire.OfferFlags, inflight: make(map[uint64]*entry), origins: origins}
+	if origins {
+		c.bound = make(map[*cluster.Session]*origin)
+	}
+	return c
 }
 
 // leases reports whether c carries protocol revision 2: extends may be written to it, and
@@ -103,6 +113,7 @@ func (c *conn) match(dec *wire.Decoder, p []byte, ds []delivery) ([]delivery, st
 			return ds, fmt.Sprintf("the leader sent %v for owner %d, which no request in flight can get", r.Op, r.Owner)
 		}
 		delete(c.inflight, r.Owner)
+		e.answered()
 		ds = append(ds, delivery{out: e.out, r: relayed(r, e.owner)})
 	}
 	return ds, ""

@@ -33,6 +33,7 @@ type entry struct {
 
 	// Set by the writer when the entry is registered on a connection.
 	link     uint64    // the link-local owner it is written with
+	origin   *origin   // its client session's binding on that connection (origins.go), or nil
 	start    int       // offset of its frame in the write
 	answerBy time.Time // real time: no answer by then and the connection is taken for lost
 }

@@ -59,6 +59,13 @@ func (l *Link) writeSome() bool {
 		if err == nil && nc == nil {
 			err = errNilConn
 		}
+		origins := false
+		if err == nil && l.cfg.Origins {
+			if origins, err = askOrigins(ctx, nc, revs); err != nil {
+				nc.Close()
+				nc = nil
+			}
+		}
 		l.mu.Lock()
 		cancel()
 		l.cancelDial = nil
@@ -86,7 +93,7 @@ func (l *Link) writeSome() bool {
 			answer(q, wire.ReasonUnavailable)
 			return false
 		}
-		c = newConn(nc, leader, revs)
+		c = newConn(nc, leader, revs, origins)
 		l.cur = c
 		l.conns[c] = struct{}{}
 		l.wg.Add(1)
@@ -138,11 +145,15 @@ func (l *Link) write(c *conn, batch []*entry) {
 			late = append(late, e)
 			continue
 		}
-		l.nextOwner++
-		if l.nextOwner == 0 {
-			l.nextOwner = 1 // owner 0 is not an owner
+		if c.origins {
+			b = c.register(b, e, &l.nextOwner) // may bind e's session first
+		} else {
+			l.nextOwner++
+			if l.nextOwner == 0 {
+				l.nextOwner = 1 // owner 0 is not an owner
+			}
+			e.link = l.nextOwner
 		}
-		e.link = l.nextOwner
 		e.start = len(b)
 		e.answerBy = real.Add(time.Duration(wait)*time.Second + l.cfg.AnswerTimeout)
 		b = wire.AppendRequest(b, &wire.Request{Op: e.op, Owner: e.link, Wait: wait, Lease: e.lease, Token: e.token, Key: e.key})
@@ -193,6 +204,8 @@ func (l *Link) watch() {
 	for _, c := range conns {
 		if c.overdue(now) {
 			l.fail(c, "no answer within the wait plus AnswerTimeout", nil)
+		} else if c.origins {
+			l.forgetEnded(c)
 		}
 	}
 }

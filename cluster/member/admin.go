@@ -93,7 +93,7 @@ func (m membership) AddMember(ctx context.Context, id, addr string, voter bool) 
 	} else {
 		err = r.AddNonvoter(id, addr)
 	}
-	return m.orForward(ctx, err, func(conn net.Conn) error {
+	return m.orForward(ctx, err, func(ctx context.Context, conn net.Conn) error {
 		return admin.CallChannel(ctx, conn, admin.ChannelRequest{Op: "add", ID: id, Addr: addr, Voter: voter})
 	})
 }
@@ -132,7 +132,7 @@ func (m membership) RemoveMember(ctx context.Context, id string) error {
 	if !found {
 		return fmt.Errorf("%w: %q (see latch peers list)", admin.ErrNotFound, id)
 	}
-	return m.orForward(ctx, r.RemoveServer(id), func(conn net.Conn) error {
+	return m.orForward(ctx, r.RemoveServer(id), func(ctx context.Context, conn net.Conn) error {
 		return admin.CallChannel(ctx, conn, admin.ChannelRequest{Op: "remove", ID: id})
 	})
 }
@@ -145,7 +145,7 @@ func (m membership) Backup(ctx context.Context, w io.Writer) (fsm.SnapshotInfo, 
 	// Backup refuses (not the leader) before it writes anything to w, so forwarding can
 	// still write the leader's backup there.
 	info, err := r.Backup(ctx, w)
-	err = m.orForward(ctx, err, func(conn net.Conn) error {
+	err = m.orForward(ctx, err, func(ctx context.Context, conn net.Conn) error {
 		info, err = admin.CallBackup(ctx, conn, w)
 		return err
 	})
@@ -158,7 +158,7 @@ func (m membership) Restore(ctx context.Context, data []byte, floor uint64) (raf
 		return raftnode.Restored{}, err
 	}
 	res, err := r.Restore(ctx, data, floor)
-	err = m.orForward(ctx, err, func(conn net.Conn) error {
+	err = m.orForward(ctx, err, func(ctx context.Context, conn net.Conn) error {
 		res, err = admin.CallRestore(ctx, conn, data, floor)
 		return err
 	})
@@ -192,8 +192,10 @@ func (m membership) State() (admin.NodeState, error) {
 }
 
 // orForward runs call on a connection to the leader's admin channel when err says this
-// node is not the leader; otherwise it returns err.
-func (m membership) orForward(ctx context.Context, err error, call func(net.Conn) error) error {
+// node is not the leader; otherwise it returns err. call gets ctx with its caller marked as
+// relayed by this node (admin.Relayed), so that the leader's log and audit trail name the
+// caller and this node.
+func (m membership) orForward(ctx context.Context, err error, call func(context.Context, net.Conn) error) error {
 	if err == nil || !m.forward || !errors.Is(err, outcome.NotLeader) {
 		return err
 	}
@@ -206,14 +208,14 @@ func (m membership) orForward(ctx context.Context, err error, call func(net.Conn
 	if derr != nil {
 		return fmt.Errorf("forwarding to the leader %s: %w", leader, derr)
 	}
-	return call(conn)
+	return call(admin.Relayed(ctx, m.id), conn)
 }
 
 // List, Show and Release implement admin.Locks: the lock node answers where it leads (and
 // has confirmed it still does); a follower forwards to the leader's admin channel.
 func (m membership) List(ctx context.Context, prefix, after string, limit int) (admin.LockPage, error) {
 	p, err := admin.LocalLocks{Node: m.locks}.List(ctx, prefix, after, limit)
-	err = m.orForward(ctx, err, func(conn net.Conn) error {
+	err = m.orForward(ctx, err, func(ctx context.Context, conn net.Conn) error {
 		p, _, _, err = admin.CallLocks(ctx, conn, admin.ChannelRequest{Op: "locks", Prefix: prefix, After: after, Limit: limit})
 		return err
 	})
@@ -222,7 +224,7 @@ func (m membership) List(ctx context.Context, prefix, after string, limit int) (
 
 func (m membership) Show(ctx context.Context, key string) (admin.Lock, error) {
 	lk, err := admin.LocalLocks{Node: m.locks}.Show(ctx, key)
-	err = m.orForward(ctx, err, func(conn net.Conn) error {
+	err = m.orForward(ctx, err, func(ctx context.Context, conn net.Conn) error {
 		_, lk, _, err = admin.CallLocks(ctx, conn, admin.ChannelRequest{Op: "lock", Key: key})
 		return err
 	})
@@ -231,7 +233,7 @@ func (m membership) Show(ctx context.Context, key string) (admin.Lock, error) {
 
 func (m membership) Release(ctx context.Context, key string, token uint64) (uint64, error) {
 	tok, err := admin.LocalLocks{Node: m.locks}.Release(ctx, key, token)
-	err = m.orForward(ctx, err, func(conn net.Conn) error {
+	err = m.orForward(ctx, err, func(ctx context.Context, conn net.Conn) error {
 		_, _, tok, err = admin.CallLocks(ctx, conn, admin.ChannelRequest{Op: "force-release", Key: key, Token: token})
 		return err
 	})

@@ -38,7 +38,8 @@ type Config struct {
 	// (mutual TLS between peers). Start sets ID, Advertise and Logger.
 	Peer peer.Config
 
-	// Forward configures the follower's link to the leader. Start sets Dial, Now and Logger.
+	// Forward configures the follower's link to the leader. Start sets Dial, Now, Logger and
+	// Origins.
 	Forward forward.Config
 
 	// Server configures the client-protocol server whose sessions the forwarded connections

@@ -179,6 +179,7 @@ func (m *Member) forwarding() error {
 		return nc, 0, err
 	}
 	fcfg.Now, fcfg.Logger = m.node.Now, m.log.Named("forward")
+	fcfg.Origins = true // a leader that audits learns which client each request came from
 	link, err := forward.NewLink(fcfg)
 	if err != nil {
 		return err
@@ -196,7 +197,8 @@ func (m *Member) forwarding() error {
 
 // serveForwarded runs every connection of the peer port's forward channel ch as a session of
 // the server that speaks the protocol revisions revs (no handshake: the peer port
-// authenticated it, and the channel says the revision). Every build that applies the
+// authenticated it, and the channel says the revision), naming the follower by the node ID
+// its peer handshake stated (the audit trail's via). Every build that applies the
 // cluster's feature switch serves the revised channel, always: that is how the leader sees
 // that it supports revision 2 (features.go).
 func (m *Member) serveForwarded(ch byte, revs uint8) {
@@ -206,7 +208,7 @@ func (m *Member) serveForwarded(ch byte, revs uint8) {
 		if err != nil {
 			return
 		}
-		if m.srv.ServePeerFlags(nc, revs) != nil {
+		if m.srv.ServeForward(nc, revs, peer.IdentityOf(nc).ID) != nil {
 			return
 		}
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/wire"
 )
 
@@ -21,6 +22,10 @@ func (ss *session) handle(r *wire.Request, readAt time.Time) wire.Reason {
 		return wire.ReasonBadRequest
 	}
 	if reason := r.Check(); reason != "" {
+		if ss.origins && reason == wire.ReasonBadOwner && r.Op == wire.OpRelease {
+			ss.origin(r) // a follower naming a client session: no request, no answer
+			return ""
+		}
 		ss.srv.m.FrameError(reason)
 		ss.Reply(wire.Response{Op: wire.OpError, Owner: r.Owner, Reason: reason})
 		return ""
@@ -37,9 +42,34 @@ func (ss *session) handle(r *wire.Request, readAt time.Time) wire.Reason {
 	case wire.OpExtend:
 		ss.srv.node.Extend(ss.conn, r.Owner, r.Key, r.Token, r.Lease)
 	case wire.OpPing:
-		ss.Reply(wire.Response{Op: wire.OpPing, Owner: r.Owner})
+		ss.Reply(wire.Response{Op: wire.OpPing, Owner: ss.pong(r.Owner)})
 	}
 	return ""
+}
+
+// pong is the owner a ping with owner is answered with: its own, but on a forward link
+// whose follower asks for its clients' addresses (cluster.OriginsAsk) while this node audits,
+// cluster.OriginsYes, after which the link's origin frames are read (cluster/origins.go).
+func (ss *session) pong(owner uint64) uint64 {
+	if owner == cluster.OriginsAsk && ss.peer && ss.srv.node.Audits() {
+		ss.origins = true
+		return cluster.OriginsYes
+	}
+	return owner
+}
+
+// origin acts on an origin frame of a forward link: R with owner 0 binds origin r.Token to
+// the address in its key, or forgets it when the key is empty.
+func (ss *session) origin(r *wire.Request) {
+	id := uint32(r.Token)
+	switch {
+	case uint64(id) != r.Token:
+		return // not an origin id (a follower of this build never sends one): ignored
+	case len(r.Key) == 0:
+		ss.srv.node.ForgetOrigin(ss.conn, id)
+	case len(r.Key) <= cluster.MaxOriginLen:
+		ss.srv.node.BindOrigin(ss.conn, id, string(r.Key))
+	}
 }
 
 // route hands a checked acquire or release to the router while this node is not the leader.

@@ -168,7 +168,7 @@ func (s *Server) admit(nc net.Conn) {
 				"remote", victim.nc.RemoteAddr().String(), "max_conns", s.cfg.MaxConns, "max_handshakes", s.cfg.maxHandshakes(), "suppressed", n)
 		}
 	}
-	s.start(nc, false, 0)
+	s.start(nc, false, 0, "")
 }
 
 // ServePeer serves one connection from the forward channel of the peer port: a follower's
@@ -182,8 +182,14 @@ func (s *Server) ServePeer(nc net.Conn) error { return s.ServePeerFlags(nc, 0) }
 // ServePeerFlags is ServePeer for a forward link that carries the protocol revisions revs
 // (wire.FlagLeases: the follower forwards extends, and grants are answered G with their
 // age; 0: latch/1, as ServePeer). The peer port's channel decided revs; there is no hello.
-func (s *Server) ServePeerFlags(nc net.Conn, revs uint8) error {
-	if !s.start(nc, true, revs&wire.OfferFlags) {
+func (s *Server) ServePeerFlags(nc net.Conn, revs uint8) error { return s.ServeForward(nc, revs, "") }
+
+// ServeForward is ServePeerFlags for the link of the follower via (its node ID, as its peer
+// handshake stated it; "" when it stated none): when the follower names its clients to this
+// node's audit trail (cluster/origins.go), their requests are audited as coming from the
+// client's address through via, or through the link's address when via is "".
+func (s *Server) ServeForward(nc net.Conn, revs uint8, via string) error {
+	if !s.start(nc, true, revs&wire.OfferFlags, via) {
 		return ErrServerClosed
 	}
 	return nil
@@ -202,8 +208,8 @@ func (s *Server) refuse(nc net.Conn) {
 
 // start runs a session for nc, unless the server is shutting down (then nc is closed and
 // start reports false). A peer session is not counted as a client connection.
-func (s *Server) start(nc net.Conn, peer bool, revs uint8) bool {
-	ss := newSession(s, nc, peer, revs)
+func (s *Server) start(nc net.Conn, peer bool, revs uint8, via string) bool {
+	ss := newSession(s, nc, peer, revs, via)
 	s.mu.Lock()
 	// While the server drains, forwarded connections are still taken (their requests are
 	// answered by the draining node); client connections are not.

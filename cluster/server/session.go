@@ -39,6 +39,9 @@ type session struct {
 	// peer is set for a connection from ServePeer: requests forwarded by a follower over an
 	// authenticated peer link. It starts ready (no handshake) and never forwards again.
 	peer bool
+	// origins is set on a peer session once it has told the follower that it takes its
+	// clients' addresses (cluster/origins.go); only the reader touches it.
+	origins bool
 	// revs are the protocol revisions in force on the connection (wire.FlagLeases or 0): set
 	// by the hello (wire.EchoFlags), or by ServePeerFlags for a forward link. The reader
 	// sets it before any frame that depends on it is decoded or answered, and the writer
@@ -66,7 +69,7 @@ type session struct {
 	done    chan struct{}
 }
 
-func newSession(srv *Server, nc net.Conn, peer bool, revs uint8) *session {
+func newSession(srv *Server, nc net.Conn, peer bool, revs uint8, via string) *session {
 	ss := &session{
 		srv:     srv,
 		nc:      nc,
@@ -85,12 +88,20 @@ func newSession(srv *Server, nc net.Conn, peer bool, revs uint8) *session {
 		ss.hs.at = time.Now()
 	}
 	from := nc.RemoteAddr().String()
-	if peer {
-		from = "peer " + from // a follower forwarding its clients' requests
+	if !peer {
+		ss.conn = srv.node.Attach(ss, from)
+		return ss
 	}
-	ss.conn = srv.node.Attach(ss, from)
+	if via == "" {
+		via = from
+	}
+	ss.conn = srv.node.AttachForward(ss, "peer "+from, via) // a follower forwarding its clients' requests
 	return ss
 }
+
+// Origin implements cluster.Originated: the forward link names the session's client to an
+// auditing leader.
+func (ss *session) Origin() *cluster.Session { return ss.conn }
 
 // Reply implements cluster.Replier: it queues r and, unless the reader will flush at the end
 // of its batch, wakes the writer. It never blocks on the network.

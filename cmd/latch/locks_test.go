@@ -47,7 +47,8 @@ func (l locksLab) admin(signed bool, args ...string) []string {
 // with token, lease left and waiters; `locks show` shows one; without the admin credential
 // every verb is refused. `locks release --token` of a token that does not hold is refused
 // (exit 1); `locks release` frees the key through the log, prints the token, and the waiter
-// is granted at once; the holder's own release then answers not held.
+// is granted at once; the holder's own release then answers not held. In the cluster, the
+// leader's audit trail names the client and the operator, and the follower they came through.
 func TestLocksInspectAndForceRelease(t *testing.T) {
 	clustertest.Slow(t, "starts latch servers and clients as processes")
 	for _, mode := range []string{"single", "cluster"} {
@@ -56,13 +57,15 @@ func TestLocksInspectAndForceRelease(t *testing.T) {
 			if mode == "single" {
 				p := startServer(t, nil, append([]string{"--listen", clustertest.FreePorts(t, 1)[0]}, lab.sec.serverArgs()...)...)
 				lab.clients, lab.http = p.listen, p.http
-			} else {
-				tc := startTestCluster(t, 3, lab.sec.serverArgs()...)
-				l := tc.leader()
-				f := (l + 1) % 3
-				lab.clients, lab.http = tc.procs[f].listen, tc.procs[f].http // everything through a follower
+				checkLocks(t, lab)
+				return
 			}
+			tc := startTestCluster(t, 3, append(lab.sec.serverArgs(), "--audit")...)
+			l := tc.leader()
+			f := (l + 1) % 3
+			lab.clients, lab.http = tc.procs[f].listen, tc.procs[f].http // everything through a follower
 			checkLocks(t, lab)
+			tc.expectAuditThrough(l, f, "jobs/nightly")
 		})
 	}
 }

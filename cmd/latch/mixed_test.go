@@ -28,8 +28,8 @@ import (
 const mixedRecovery = 10 * time.Second
 
 // startMixedCluster starts a three-node cluster, node i from bins[i] ("" this build), each
-// with the three secrets and fixed client and HTTP ports (a restarted node keeps its
-// addresses, so the workload's clients find it again). It returns the cluster, its secrets
+// with the three secrets, the audit trail on (mixedaudit_test.go) and fixed client and HTTP
+// ports (a restarted node keeps its addresses, so the workload's clients find it again). It returns the cluster, its secrets
 // and the client addresses.
 func startMixedCluster(t *testing.T, bins []string) (*testCluster, testSecrets, []string) {
 	t.Helper()
@@ -37,7 +37,7 @@ func startMixedCluster(t *testing.T, bins []string) (*testCluster, testSecrets, 
 	n := len(bins)
 	ports := clustertest.FreePorts(t, 2*n)
 	tc := startClusterOf(t, bins, func(i int) []string {
-		return append([]string{"--listen", ports[i], "--http", ports[n+i]}, sec.serverArgs()...)
+		return append([]string{"--listen", ports[i], "--http", ports[n+i], "--audit"}, sec.serverArgs()...)
 	})
 	return tc, sec, ports[:n]
 }
@@ -349,7 +349,8 @@ const mixedWork = 10 * time.Second
 // offer, so no G; grants and releases; Extend unsupported), no node reports the switch on,
 // the followers of this build forward to the previous leader over the latch/1 forward
 // channel (their peer port fallback), and the leader of this build says why the switch
-// stays off.
+// stays off. The leader's audit trail names a forwarded request's follower connection
+// ("peer ADDR"), as before: no follower of the other build names its client.
 func TestMixedOldLeaderNewFollowers(t *testing.T) {
 	clustertest.Slow(t, "builds the previous latch and starts two clusters of both builds")
 	prev, prevVersion := prevLatch(t)
@@ -378,6 +379,7 @@ func TestMixedOldLeaderNewFollowers(t *testing.T) {
 				tc.expectLatch1(i)
 			}
 			tc.expectRevisionLogs()
+			tc.expectAuditAcrossBuilds(l)
 
 			after := tc.converged(mixedRecovery)
 			if l != 0 || after[0].Raft.Term != before[0].Raft.Term || !after[0].Raft.Leading {
@@ -407,7 +409,8 @@ func TestMixedOldLeaderNewFollowers(t *testing.T) {
 // cluster's feature switch for revision 2 stays off while any node runs the previous build:
 // no node reports it, and this build's client meets latch/1 at every node. Once the last
 // node runs this build the switch comes on, and an extend through a follower and at the
-// leader succeeds, under the same workload. On the way this build starts on directories the
+// leader succeeds, under the same workload, and the leader's audit trail names the clients
+// of its followers. On the way this build starts on directories the
 // previous one wrote after it (its promised.json older than raft.db: it must start, with a
 // warning). The history must be clean, every answer definite outside the ride-through of a
 // restart, a grant within mixedRecovery of every restart, every node must start and serve,
@@ -475,6 +478,7 @@ func TestRollingUpgradeAndBack(t *testing.T) {
 
 	sts := tc.converged(mixedRecovery)
 	tc.expectVersions(testVersion, testVersion, testVersion)
+	tc.expectAuditNamesClients(l)
 	if n := strings.Count(tc.procs[l].stderr.String(), "protocol revision 2 switched on for the cluster"); n != 1 {
 		t.Errorf("the leader logged the switch %d times, want once", n)
 	}
