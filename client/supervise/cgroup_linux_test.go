@@ -1,7 +1,6 @@
 package supervise
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,38 +26,11 @@ func newMarker(t *testing.T) string {
 	t.Helper()
 	m := fmt.Sprintf("300.%d%09d", os.Getpid(), time.Now().Nanosecond())
 	t.Cleanup(func() {
-		for _, pid := range marked(m) {
+		for _, pid := range procstat.WithArg(m) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
 	return m
-}
-
-// marked lists the live processes with the argument m.
-func marked(m string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && bytes.Contains(b, []byte("\x00"+m+"\x00")) && procstat.Alive(pid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// settled waits up to 10 s for the processes with the argument m to be n (a process killed
-// may show as running a moment after it left its cgroup or got SIGKILL) and returns them.
-func settled(m string, n int) []int {
-	left := marked(m)
-	for end := time.Now().Add(10 * time.Second); len(left) != n && time.Now().Before(end); left = marked(m) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	return left
 }
 
 // needCgroup skips the test unless this process may make cgroups for its commands; under
@@ -90,7 +62,7 @@ func TestCgroupKillsWhatOutlivesTheCommand(t *testing.T) {
 	if b, _ := os.ReadFile(where); !strings.Contains(string(b), "0::") || !strings.Contains(string(b), "/"+cgroupPrefix+strconv.Itoa(g.Pgid())+"\n") {
 		t.Fatalf("the command ran in %q, not in a cgroup of its own", b)
 	}
-	if left := settled(m, 0); len(left) > 0 {
+	if left := procstat.AwaitArg(m, 0, 10*time.Second); len(left) > 0 {
 		t.Fatalf("processes %v outlived Supervise", left)
 	}
 	if len(o.Outlived) != 2 || len(events) != 1 || events[0].Kind != EventOutlived || len(events[0].Pids) != 2 {
@@ -131,16 +103,16 @@ func TestCgroupDrainWithoutKillFile(t *testing.T) {
 	}
 	go nested.Wait()
 	// sh, forked or not, has m in its arguments too.
-	for end := time.Now().Add(20 * time.Second); len(marked(m)) < 4; time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(20 * time.Second); len(procstat.WithArg(m)) < 4; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
-			t.Fatalf("the sleeps did not start within 20 s: %v", marked(m))
+			t.Fatalf("the sleeps did not start within 20 s: %v", procstat.WithArg(m))
 		}
 	}
 	found, err := c.drain()
 	if err != nil || len(found) != 4 {
 		t.Fatalf("drain: %v, %v; want sh and three sleeps", found, err)
 	}
-	if left := settled(m, 0); len(left) > 0 {
+	if left := procstat.AwaitArg(m, 0, 10*time.Second); len(left) > 0 {
 		t.Fatalf("processes %v outlived drain", left)
 	}
 	if _, err := os.Stat(c.dir); !os.IsNotExist(err) {
@@ -169,7 +141,7 @@ func TestNoCgroupWarnsOfEscapees(t *testing.T) {
 	if o.State.ExitCode() != 0 || o.NoCgroup == nil || len(o.Outlived) != 0 {
 		t.Fatalf("outcome %+v (%v)", o, o.State)
 	}
-	left := settled(m, 1)
+	left := procstat.AwaitArg(m, 1, 10*time.Second)
 	if len(o.Escaped) != 1 || len(left) != 1 || o.Escaped[0] != left[0] {
 		t.Fatalf("escaped %v, still running %v; want the setsid daemon only", o.Escaped, left)
 	}
@@ -188,9 +160,9 @@ func TestGuardKillsCgroupWhenLatchGoes(t *testing.T) {
 	needCgroup(t)
 	m := newMarker(t)
 	g := start(t, `setsid -f sleep "$1" </dev/null >/dev/null 2>&1; exec sleep "$1"`, m)
-	for end := time.Now().Add(20 * time.Second); len(marked(m)) < 2; time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(20 * time.Second); len(procstat.WithArg(m)) < 2; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
-			t.Fatalf("the sleeps did not start within 20 s: %v", marked(m))
+			t.Fatalf("the sleeps did not start within 20 s: %v", procstat.WithArg(m))
 		}
 	}
 	g.ctl.Close()
@@ -199,7 +171,7 @@ func TestGuardKillsCgroupWhenLatchGoes(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the command outlived latch's end of the guard pipe")
 	}
-	if left := settled(m, 0); len(left) > 0 {
+	if left := procstat.AwaitArg(m, 0, 10*time.Second); len(left) > 0 {
 		t.Fatalf("processes %v of the cgroup outlived latch", left)
 	}
 	select {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/latchd/latch/client/supervise"
 	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/clustertest/procstat"
 )
@@ -210,5 +211,46 @@ func TestRunCommandReadsTheTerminal(t *testing.T) {
 	await("the shell reads the terminal again", func() bool { return strings.Contains(out.String(), "after world") })
 	if code := exitWithin(t, shDone, 20*time.Second, "the shell", out); code != 0 {
 		t.Fatalf("shell: exit %d\n%s", code, out.String())
+	}
+}
+
+// Issue 20: a command that daemonizes (setsid -f) or double-forks left processes running
+// after latch run, and so after the lock. In a cgroup of its own (root, or a delegated cgroup)
+// both die before the release, and latch run says how many; without one, the double fork dies
+// with the group as before and the daemon, which left it, is named in a warning.
+func TestRunKillsWhatOutlivesTheCommand(t *testing.T) {
+	t.Parallel()
+	cgErr := supervise.CheckCgroup()
+	if cgErr != nil && os.Geteuid() == 0 && os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true: root, but no writable cgroup v2 for latch run: %v", cgErr)
+	}
+	p := startServer(t, nil)
+	m := fmt.Sprintf("300.%d%09d", os.Getpid(), time.Now().Nanosecond()) // sleep's argument, and no one else's
+	t.Cleanup(func() {
+		for _, pid := range procstat.WithArg(m) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	code, out := run(t, nil, "run", "--servers="+p.listen, "--lease", "60s", "escape/k", "--", "sh", "-c",
+		`setsid -f sleep "$1" </dev/null >/dev/null 2>&1; (sleep "$1" </dev/null >/dev/null 2>&1 &); echo ok`, "sh", m)
+	if code != 0 || !strings.HasPrefix(out, "ok\n") {
+		t.Fatalf("latch run: exit %d:\n%s", code, out)
+	}
+	if cgErr == nil {
+		if left := procstat.AwaitArg(m, 0, 10*time.Second); len(left) > 0 {
+			t.Fatalf("processes %v outlived latch run in its cgroup:\n%s", left, out)
+		}
+		if !strings.Contains(out, "latch run: killed 2 processes that outlived sh (pids ") {
+			t.Fatalf("latch run did not say it killed the two sleeps:\n%s", out)
+		}
+	} else {
+		t.Logf("no cgroup here (%v): the warning", cgErr)
+		left := procstat.AwaitArg(m, 1, 10*time.Second)
+		if len(left) != 1 || !strings.Contains(out, fmt.Sprintf("latch run: warning: sh left 1 process running outside its process group (pids %d), not killed", left[0])) {
+			t.Fatalf("still running %v; latch run said:\n%s", left, out)
+		}
+	}
+	if code, out := run(t, nil, "acquire", "--servers="+p.listen, "escape/k"); code != 0 || !strings.HasPrefix(out, "token 2") {
+		t.Fatalf("acquire after run: exit %d, %q", code, out)
 	}
 }
