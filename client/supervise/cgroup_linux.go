@@ -138,6 +138,13 @@ func (c *cgroup) drain() ([]int, error) {
 	}
 }
 
+// killAll sends SIGKILL to everything in the cgroup and below it, without waiting.
+func (c *cgroup) killAll() {
+	if pids, err := procsBelow(c.dir); err == nil && len(pids) > 0 {
+		c.kill(pids)
+	}
+}
+
 // kill sends SIGKILL to everything in the cgroup: through cgroup.kill (Linux 5.14), which
 // also catches forks racing with it, or else by freezing the cgroup (5.2), so that nothing
 // forks meanwhile, and signalling each of pids (a frozen process dies of SIGKILL).

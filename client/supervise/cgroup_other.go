@@ -21,6 +21,7 @@ func CheckCgroup() error { return errCgroupLinux }
 
 func (*cgroup) into(*syscall.SysProcAttr) {}
 func (*cgroup) drain() ([]int, error)     { return nil, nil }
+func (*cgroup) killAll()                  {}
 
 // escapeMark is "": nothing marks the command's environment, as nothing would read it.
 func escapeMark(int) string { return "" }

@@ -82,6 +82,15 @@ func (g *Group) State() *os.ProcessState { return g.cmd.ProcessState }
 // Signal sends sig to every process of the group, the guard included.
 func (g *Group) Signal(sig syscall.Signal) error { return syscall.Kill(-g.pgid, sig) }
 
+// kill sends SIGKILL to every process of the group and of the command's cgroup: the lease's
+// end, or a second signal, reaches what left the group too. Close then waits for them.
+func (g *Group) kill() {
+	g.Signal(syscall.SIGKILL)
+	if g.cg != nil {
+		g.cg.killAll()
+	}
+}
+
 // Start starts the guard, then the command in the guard's process group (see the package
 // documentation). An error means nothing of the command runs.
 func Start(s Spec) (*Group, error) {

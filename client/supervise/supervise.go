@@ -166,7 +166,7 @@ func (sv *supervision) loop(changes <-chan Change) {
 		}
 		sv.out.Escalated = true
 		sv.notice(Event{Kind: EventEscalate})
-		g.Signal(syscall.SIGKILL)
+		g.kill()
 		return true
 	}
 	for {
@@ -199,7 +199,7 @@ func (sv *supervision) loop(changes <-chan Change) {
 		case <-sv.kill.C:
 			sv.ending()
 			sv.notice(Event{Kind: EventKill, At: sv.st.End, Held: sv.st.Held})
-			g.Signal(syscall.SIGKILL)
+			g.kill()
 		}
 	}
 }
