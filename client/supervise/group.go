@@ -53,9 +53,9 @@ type Group struct {
 	stops  stopWatch  // the command's stop and continue events (the Keeper's goroutine only)
 	killAt time.Time  // the guard's kill deadline as last written (Supervise's goroutine only)
 
-	cg       *cgroup // the command's cgroup; nil: none could be made (noCgroup says why)
-	noCgroup error
-	mark     string // without a cgroup, the variable that marks the command's environment
+	cg          *cgroup // the command's cgroup; nil: none could be made (whyNoCgroup says why)
+	whyNoCgroup error
+	mark        string // without a cgroup, the variable that marks the command's environment
 
 	// Set by Close: what it killed in the cgroup, what of that was still there at the end,
 	// and, without a cgroup, the processes of the command that left the group and still run.
@@ -128,15 +128,15 @@ func Start(s Spec) (*Group, error) {
 // command, and clone3 or CLONE_INTO_CGROUP may be why (Linux before 5.7, a seccomp filter,
 // a cgroup it may not enter).
 func (g *Group) startCommand(s Spec) (*exec.Cmd, error) {
-	g.cg, g.noCgroup = nil, errors.New("not asked for")
+	g.cg, g.whyNoCgroup = nil, errors.New("none asked for")
 	if !s.noCgroup {
-		g.cg, g.noCgroup = newCgroup(g.pgid)
+		g.cg, g.whyNoCgroup = newCgroup(g.pgid)
 	}
 	cmd := g.command(s)
 	err := cmd.Start()
 	if err != nil && g.cg != nil {
 		g.cg.drain()
-		g.cg, g.noCgroup = nil, fmt.Errorf("starting the command in cgroup: %w", err)
+		g.cg, g.whyNoCgroup = nil, fmt.Errorf("starting the command in cgroup: %w", err)
 		cmd = g.command(s)
 		err = cmd.Start()
 	}

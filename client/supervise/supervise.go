@@ -134,7 +134,7 @@ func (sv *supervision) closed() {
 	g, out := sv.g, &sv.out
 	out.Outlived, out.Undrained, out.Escaped = g.outlived, g.undrained, g.escaped
 	if g.cg == nil {
-		out.NoCgroup = g.noCgroup
+		out.NoCgroup = g.whyNoCgroup
 	}
 	if len(out.Outlived) > 0 {
 		sv.notice(Event{Kind: EventOutlived, Pids: out.Outlived, Err: out.Undrained})

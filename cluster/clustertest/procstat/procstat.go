@@ -127,3 +127,29 @@ func AwaitArg(arg string, n int, d time.Duration) []int {
 	}
 	return left
 }
+
+// Cgroup2Dir is the directory of this process's cgroup v2: its "0::" path in /proc/self/cgroup
+// below the first cgroup2 mount of the hierarchy's root in /proc/self/mountinfo (a host's
+// mount; a container's of a part of it is not looked at).
+func Cgroup2Dir() (string, error) {
+	cg, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	_, own, ok := strings.Cut(string(cg), "0::")
+	own, _, _ = strings.Cut(own, "\n")
+	if !ok || !strings.HasPrefix(own, "/") {
+		return "", fmt.Errorf("no cgroup v2 in /proc/self/cgroup: %q", cg)
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(line)
+		if i := slices.Index(f, "-"); i > 4 && i+1 < len(f) && f[i+1] == "cgroup2" && f[3] == "/" {
+			return strings.TrimSuffix(f[4]+own, "/"), nil
+		}
+	}
+	return "", fmt.Errorf("no cgroup2 mount of the hierarchy's root in /proc/self/mountinfo")
+}
