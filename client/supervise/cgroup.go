@@ -15,6 +15,9 @@ import (
 // while the guard lives, and the guard outlives the command.
 const cgroupPrefix = "latch-run-"
 
+// cgroupName is the name of the cgroup of the command that guard guards.
+func cgroupName(guard int) string { return cgroupPrefix + strconv.Itoa(guard) }
+
 // errNoCgroup2 is why a system without a cgroup2 mount, or a process outside it, has no
 // cgroup for the command.
 var errNoCgroup2 = errors.New("no cgroup v2 hierarchy holds this process")

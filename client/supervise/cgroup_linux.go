@@ -57,20 +57,23 @@ func ownCgroup2() (dir, path string, err error) {
 // commandCgroup is the cgroup of the command that guard guards, a child of this process's
 // own cgroup, without creating it: the guard, a child of latch in latch's cgroup, finds the
 // cgroup latch made for its command so.
-func commandCgroup(guard int) (*cgroup, error) {
+func commandCgroup(guard int) (*cgroup, error) { return childCgroup(cgroupName(guard)) }
+
+// childCgroup is the child called name of this process's own cgroup, not created here.
+func childCgroup(name string) (*cgroup, error) {
 	own, path, err := ownCgroup2()
 	if err != nil {
 		return nil, err
 	}
-	name := cgroupPrefix + strconv.Itoa(guard)
 	return &cgroup{dir: filepath.Join(own, name), path: strings.TrimSuffix(path, "/") + "/" + name, fd: -1}, nil
 }
 
-// newCgroup creates the cgroup of the command that guard guards. An error says why there is
-// none: no cgroup v2, or no right to create a child of this process's cgroup. That is the
-// whole check, so root and a user with a delegated cgroup (systemd Delegate=yes) are alike.
-func newCgroup(guard int) (*cgroup, error) {
-	c, err := commandCgroup(guard)
+// newCgroup creates the child called name of this process's own cgroup, for a command. An
+// error says why there is none: no cgroup v2, or no right to create a child there. That is
+// the whole check, so root and a user with a delegated cgroup (systemd Delegate=yes) are
+// alike.
+func newCgroup(name string) (*cgroup, error) {
+	c, err := childCgroup(name)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +94,7 @@ func newCgroup(guard int) (*cgroup, error) {
 // CheckCgroup says why Start cannot put a command in a cgroup of its own here, or nil when it
 // can: it creates such a cgroup and removes it again.
 func CheckCgroup() error {
-	c, err := newCgroup(os.Getpid())
+	c, err := newCgroup(uniqueCgroupName("latch-check-"))
 	if err != nil {
 		return err
 	}
@@ -210,6 +213,14 @@ func rmTree(dir string) error {
 		return &fs.PathError{Op: "rmdir", Path: dir, Err: err}
 	}
 	return nil
+}
+
+// uniqueCgroupName is prefix, this process's pid and a random part: a name no other caller
+// uses at the same time.
+func uniqueCgroupName(prefix string) string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return prefix + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b)
 }
 
 // escapeMark is the variable (NAME=VALUE) that marks the environment of a command without a

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,7 +58,7 @@ func TestCgroupKillsWhatOutlivesTheCommand(t *testing.T) {
 	if o.State.ExitCode() != 0 || o.Undrained != nil || o.NoCgroup != nil {
 		t.Fatalf("outcome %+v (%v)", o, o.State)
 	}
-	if b, _ := os.ReadFile(where); !strings.Contains(string(b), "0::") || !strings.Contains(string(b), "/"+cgroupPrefix+strconv.Itoa(g.Pgid())+"\n") {
+	if b, _ := os.ReadFile(where); !strings.Contains(string(b), "0::") || !strings.Contains(string(b), "/"+cgroupName(g.Pgid())+"\n") {
 		t.Fatalf("the command ran in %q, not in a cgroup of its own", b)
 	}
 	if left := procstat.AwaitArg(m, 0, 10*time.Second); len(left) > 0 {
@@ -78,7 +77,7 @@ func TestCgroupKillsWhatOutlivesTheCommand(t *testing.T) {
 func TestCgroupDrainWithoutKillFile(t *testing.T) {
 	needCgroup(t)
 	m := newMarker(t)
-	c, err := newCgroup(os.Getpid())
+	c, err := newCgroup(uniqueCgroupName("latch-test-"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ type cgroup struct{}
 var errCgroupLinux = errors.New("cgroups are Linux's")
 
 func commandCgroup(int) (*cgroup, error) { return nil, errCgroupLinux }
-func newCgroup(int) (*cgroup, error)     { return nil, errCgroupLinux }
+func newCgroup(string) (*cgroup, error)  { return nil, errCgroupLinux }
 
 // CheckCgroup says why Start cannot put a command in a cgroup of its own here: never, off Linux.
 func CheckCgroup() error { return errCgroupLinux }

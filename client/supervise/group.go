@@ -130,7 +130,7 @@ func Start(s Spec) (*Group, error) {
 func (g *Group) startCommand(s Spec) (*exec.Cmd, error) {
 	g.cg, g.whyNoCgroup = nil, errors.New("none asked for")
 	if !s.noCgroup {
-		g.cg, g.whyNoCgroup = newCgroup(g.pgid)
+		g.cg, g.whyNoCgroup = newCgroup(cgroupName(g.pgid))
 	}
 	cmd := g.command(s)
 	err := cmd.Start()
