@@ -37,9 +37,9 @@
 // # The cgroup
 //
 // Where latch may create a child of its own cgroup v2 (root, or a cgroup delegated to its user;
-// the check is the mkdir), the command also gets a cgroup of its own, latch-run-GUARDPID beside
-// latch in the unified hierarchy (the cgroup2 mount of /proc/self/mountinfo, the "0::" line
-// of /proc/self/cgroup). The command is cloned into it (clone3 with CLONE_INTO_CGROUP), so it
+// the check is the mkdir), the command also gets a cgroup of its own: latch-run-GUARDPID, a
+// child of latch's cgroup (the "0::" line of /proc/self/cgroup, below the cgroup2 mount of
+// /proc/self/mountinfo). The command is cloned into it (clone3 with CLONE_INTO_CGROUP), so it
 // is there before it execs anything, and so is all it starts, whether it leaves the group and
 // the session (setsid, a daemon's double fork) or not. When the command ends, by its exit,
 // the lease's SIGKILL or a second signal, Close kills everything left in the cgroup
