@@ -1,8 +1,9 @@
 // Package supervise runs the command of `latch run`: resolved before any lock is taken, in a
-// process group of its own that nothing of it outlives, in the terminal's foreground when
-// latch has it, its lease extended while it runs, stopped before the lease ends. Any Go program that holds a lock while a
-// command runs can use it the same way; its main must start with IsGuard and GuardMain, since
-// the guard is the program itself run again.
+// process group (and, where it may, a cgroup) of its own that nothing of it outlives, in the
+// terminal's foreground when latch has it, its lease extended while it runs, stopped before
+// the lease ends. Any Go program that holds a lock while a command runs can use it the same
+// way; its main must start with IsGuard and GuardMain, since the guard is the program itself
+// run again.
 //
 // # The group and its guard
 //
@@ -20,8 +21,9 @@
 // that outlives latch does both jobs. Latch waits for the guard's "ready" byte before it
 // starts the command, so there is no window in which the command runs unguarded. The guard
 // ignores SIGTERM (sent to the group when the lease is ending), SIGTSTP, SIGTTIN and SIGTTOU.
-// What it cannot stop: a command that moves itself into another group or session (setsid,
-// setpgid) leaves the group, as with flock(1) or any group-based supervisor, and a guard
+// What the group cannot stop: a command that moves itself into another group or session
+// (setsid, setpgid) leaves the group, as with flock(1) or any group-based supervisor (the
+// cgroup, where there is one, still holds it), and a guard
 // killed by the command itself (kill -9 0) no longer protects against latch's death (latch
 // still kills the group at the end of the lease and when the command exits).
 //
@@ -31,6 +33,28 @@
 // starved or slow cannot let the command outrun its lease. The deadline is sent as a reading of
 // CLOCK_BOOTTIME, a clock both processes share that wall-clock steps do not move and that counts
 // a suspend (the server's lease ran on); the guard looks at it at least every second.
+//
+// # The cgroup
+//
+// Where latch may create a child of its own cgroup v2 (root, or a cgroup delegated to its user;
+// the check is the mkdir), the command also gets a cgroup of its own: latch-run-GUARDPID, a
+// child of latch's cgroup (the "0::" line of /proc/self/cgroup, below the cgroup2 mount of
+// /proc/self/mountinfo). The command is cloned into it (clone3 with CLONE_INTO_CGROUP), so it
+// is there before it execs anything, and so is all it starts, whether it leaves the group and
+// the session (setsid, a daemon's double fork) or not. When the command ends, by its exit,
+// the lease's SIGKILL or a second signal, Close kills everything left in the cgroup
+// (cgroup.kill; before Linux 5.14 a freeze and SIGKILL to each process), waits until it is
+// empty and removes it; Supervise reports how many it killed (EventOutlived), and only then
+// does a Job release the lock. What SIGKILL does not end within cgroupDrain (uninterruptible
+// I/O) keeps the lock until its lease ends. The guard kills the cgroup in the same way before
+// its group when latch dies or the kill deadline passes.
+//
+// Without such a cgroup (another OS, no cgroup v2, no right to create one there, a kernel
+// without clone3 into a cgroup) the command runs as before, with a variable in its
+// environment that marks it and what it starts (LATCH_SUPERVISE_RUN); at the end the
+// processes so marked that left the group (which is killed as before) and still run are
+// named in a warning (EventEscaped), and left alone. One that cleared its environment is not
+// found.
 //
 // # Keeping the lease
 //

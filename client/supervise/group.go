@@ -33,6 +33,8 @@ type Spec struct {
 	// KillAt, if set, is when the guard kills the group by itself, latch alive or not; the
 	// guard has it before the command starts. Supervise moves it with the lease.
 	KillAt time.Time
+
+	noCgroup bool // tests: start as where no cgroup can be made
 }
 
 // Group is a started command in its guarded process group.
@@ -50,6 +52,16 @@ type Group struct {
 	ctlMu  sync.Mutex // serializes writes to ctl
 	stops  stopWatch  // the command's stop and continue events (the Keeper's goroutine only)
 	killAt time.Time  // the guard's kill deadline as last written (Supervise's goroutine only)
+
+	cg          *cgroup // the command's cgroup; nil: none could be made (whyNoCgroup says why)
+	whyNoCgroup error
+	mark        string // without a cgroup, the variable that marks the command's environment
+
+	// Set by Close: what it killed in the cgroup, what of that was still there at the end,
+	// and, without a cgroup, the processes of the command that left the group and still run.
+	outlived  []int
+	undrained error
+	escaped   []int
 
 	closeOnce sync.Once
 	echoed    atomic.Int64 // reports recognised as echoes of signals latch passed on (tests)
@@ -70,6 +82,15 @@ func (g *Group) State() *os.ProcessState { return g.cmd.ProcessState }
 // Signal sends sig to every process of the group, the guard included.
 func (g *Group) Signal(sig syscall.Signal) error { return syscall.Kill(-g.pgid, sig) }
 
+// kill sends SIGKILL to every process of the group and of the command's cgroup: the lease's
+// end, or a second signal, reaches what left the group too. Close then waits for them.
+func (g *Group) kill() {
+	g.Signal(syscall.SIGKILL)
+	if g.cg != nil {
+		g.cg.killAll()
+	}
+}
+
 // Start starts the guard, then the command in the guard's process group (see the package
 // documentation). An error means nothing of the command runs.
 func Start(s Spec) (*Group, error) {
@@ -88,12 +109,8 @@ func Start(s Spec) (*Group, error) {
 		g.stopGuard()
 		return nil, fmt.Errorf("giving the guard its kill deadline: %w", err)
 	}
-	cmd := &exec.Cmd{Path: s.Path, Args: s.Args, Env: s.Env, Stdout: s.Stdout, Stderr: s.Stderr}
-	if s.Stdin != nil { // a nil *os.File in the io.Reader would not be nil
-		cmd.Stdin = s.Stdin
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: g.pgid}
-	if err := cmd.Start(); err != nil {
+	cmd, err := g.startCommand(s)
+	if err != nil {
 		g.stopGuard()
 		return nil, err
 	}
@@ -103,6 +120,46 @@ func Start(s Spec) (*Group, error) {
 		close(g.done)
 	}()
 	return g, nil
+}
+
+// startCommand starts the command in the guard's process group and, when one can be made, in
+// a cgroup of its own from its first instruction on (see the package documentation). A start
+// that fails in the cgroup is tried once more without it: a failed start ran nothing of the
+// command, and clone3 or CLONE_INTO_CGROUP may be why (Linux before 5.7, a seccomp filter,
+// a cgroup it may not enter).
+func (g *Group) startCommand(s Spec) (*exec.Cmd, error) {
+	g.cg, g.whyNoCgroup = nil, errors.New("none asked for")
+	if !s.noCgroup {
+		g.cg, g.whyNoCgroup = newCgroup(cgroupName(g.pgid))
+	}
+	cmd := g.command(s)
+	err := cmd.Start()
+	if err != nil && g.cg != nil {
+		g.cg.drain()
+		g.cg, g.whyNoCgroup = nil, fmt.Errorf("starting the command in cgroup: %w", err)
+		cmd = g.command(s)
+		err = cmd.Start()
+	}
+	return cmd, err
+}
+
+// command is the command of s to start: in the cgroup if there is one, else with the mark
+// in its environment.
+func (g *Group) command(s Spec) *exec.Cmd {
+	cmd := &exec.Cmd{Path: s.Path, Args: s.Args, Env: s.Env, Stdout: s.Stdout, Stderr: s.Stderr}
+	if s.Stdin != nil { // a nil *os.File in the io.Reader would not be nil
+		cmd.Stdin = s.Stdin
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: g.pgid}
+	if g.cg != nil {
+		g.cg.into(cmd.SysProcAttr)
+	} else if g.mark = escapeMark(g.pgid); g.mark != "" {
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		cmd.Env = append(cmd.Env[:len(cmd.Env):len(cmd.Env)], g.mark)
+	}
+	return cmd
 }
 
 // setKillAt sets the guard's kill deadline to at (zero: none). An error means the guard is
@@ -200,12 +257,23 @@ func (g *Group) stopGuard() {
 	}
 }
 
-// Close kills whatever is left of the group with SIGKILL, gives the terminal back to latch's
-// group and reaps the guard. Call it once the command has exited, or to end it at once.
+// Close kills whatever is left of the command's cgroup and waits until it is empty (at most
+// cgroupDrain), kills whatever is left of the group with SIGKILL, gives the terminal back to
+// latch's group and reaps the guard; without a cgroup, it then looks for what the command
+// started that left the group and still runs (Outcome.Escaped). Call it once the command has
+// exited, or to end it at once.
 func (g *Group) Close() {
 	g.closeOnce.Do(func() {
+		// The cgroup first: what is in it once the command has exited is what outlived it,
+		// the group's leftovers included, and it all dies before the guard.
+		if g.cg != nil {
+			g.outlived, g.undrained = g.cg.drain()
+		}
 		g.stopGuard()
 		<-g.done
+		if g.cg == nil && g.mark != "" {
+			g.escaped = escapees(g.mark, g.pgid)
+		}
 	})
 }
 

@@ -58,11 +58,14 @@ func IsGuard() bool {
 }
 
 // GuardMain is the whole guard: it reports terminal signals on descriptor 4, and gives the
-// terminal back and kills its own process group, itself included, when descriptor 3 reaches
-// EOF (latch closed it or died) or when the kill deadline latch last wrote on it passes,
-// whether or not latch still runs (stopped, starved or slow).
+// terminal back and kills the command's cgroup (when latch made one) and its own process
+// group, itself included, when descriptor 3 reaches EOF (latch closed it or died) or when the
+// kill deadline latch last wrote on it passes, whether or not latch still runs (stopped,
+// starved or slow).
 func GuardMain() int {
 	restore, _ := strconv.Atoi(os.Getenv(guardEnv))
+	// The command's cgroup, if latch makes one: found now, while the guard is in latch's.
+	cg, _ := commandCgroup(os.Getpid())
 	ctl, rep := os.NewFile(3, "guard-ctl"), os.NewFile(4, "guard-reports")
 	signal.Ignore(syscall.SIGTERM, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGPIPE)
 	sigs := make(chan os.Signal, 8)
@@ -82,7 +85,7 @@ func GuardMain() int {
 		case deadline = <-deadlines:
 		case <-nap.C:
 		case <-eof:
-			killGroup(restore)
+			killGroup(restore, cg)
 			return 0
 		}
 		nap.Stop()
@@ -91,7 +94,7 @@ func GuardMain() int {
 		}
 		left := time.Duration(deadline - bootNanos())
 		if left <= 0 {
-			killGroup(restore)
+			killGroup(restore, cg)
 			return 0
 		}
 		nap.Reset(min(left, guardNap))
@@ -116,11 +119,15 @@ func readControl(ctl io.Reader, deadlines chan int64, eof chan<- struct{}) {
 	}
 }
 
-// killGroup gives the terminal back to restore (0: none) and kills the guard's group.
-func killGroup(restore int) {
+// killGroup gives the terminal back to restore (0: none), kills the command's cgroup cg (nil,
+// or not made: none) and waits until it is empty, and kills the guard's group.
+func killGroup(restore int, cg *cgroup) {
 	if restore > 0 {
 		// A member of the foreground group may set it without SIGTTOU.
 		unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, restore)
+	}
+	if cg != nil {
+		cg.drain()
 	}
 	syscall.Kill(0, syscall.SIGKILL)
 }

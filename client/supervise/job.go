@@ -3,6 +3,7 @@ package supervise
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -60,7 +61,14 @@ func (j Job) Run() (Outcome, error) {
 		return Outcome{}, &StartError{Err: err, Release: Release(t)}
 	}
 	out := g.Supervise(plan)
-	out.Release = Release(t)
+	// Supervise returns once the command's cgroup is empty, so nothing of the command runs
+	// when the lock is given up: keep the release after it. Something that SIGKILL did not end
+	// within cgroupDrain keeps the lock until its lease ends.
+	if out.Undrained != nil {
+		out.Release = fmt.Errorf("not released: %w", out.Undrained)
+	} else {
+		out.Release = Release(t)
+	}
 	return out, nil
 }
 

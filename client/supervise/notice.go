@@ -37,6 +37,15 @@ func (s Subject) Text(e Event) string {
 		return fmt.Sprintf("warning: the server cannot extend leases (no protocol revision 2); %s is stopped as the lease of %s ends at %s", s.Command, s.Key, at)
 	case EventExtendFailed:
 		return fmt.Sprintf("extending the lease of %s failed: %v; it ends at %s", s.Key, e.Err, at)
+	case EventOutlived:
+		line := fmt.Sprintf("killed %s that outlived %s (pids %s)", processes(len(e.Pids)), s.Command, pidList(e.Pids))
+		if e.Err != nil {
+			line += fmt.Sprintf("; %v", e.Err)
+		}
+		return line
+	case EventEscaped:
+		return fmt.Sprintf("warning: %s left %s running outside its process group (pids %s), not killed: it had no cgroup of its own (%v)",
+			s.Command, processes(len(e.Pids)), pidList(e.Pids), e.Err)
 	case EventPaused:
 		return fmt.Sprintf("%s is stopped; its lease is not extended while it is (SIGTERM at %s)", s.Command, at)
 	}

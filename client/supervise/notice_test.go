@@ -25,6 +25,10 @@ func TestSubjectText(t *testing.T) {
 		{Event{Kind: EventUnsupported, At: at}, "cmd is stopped as the lease of k ends at 2026-01-02T03:04:05Z"},
 		{Event{Kind: EventExtendFailed, At: at, Err: errors.New("boom")}, "extending the lease of k failed: boom"},
 		{Event{Kind: EventPaused, At: at}, "cmd is stopped; its lease is not extended"},
+		{Event{Kind: EventOutlived, Pids: []int{11, 12}}, "killed 2 processes that outlived cmd (pids 11, 12)"},
+		{Event{Kind: EventOutlived, Pids: []int{11}, Err: errors.New("stuck")}, "killed 1 process that outlived cmd (pids 11); stuck"},
+		{Event{Kind: EventEscaped, Pids: []int{13}, Err: errors.New("no cgroup2")},
+			"warning: cmd left 1 process running outside its process group (pids 13), not killed: it had no cgroup of its own (no cgroup2)"},
 	} {
 		if got := s.Text(c.e); !strings.Contains(got, c.want) {
 			t.Errorf("%+v: %q, want it to contain %q", c.e, got, c.want)

@@ -31,6 +31,12 @@ const (
 	EventPaused
 	// EventExtended: an extension was confirmed: the lease now ends at At.
 	EventExtended
+	// EventOutlived: processes of the command's cgroup (Pids) outlived it and were killed;
+	// Err says which were still there after cgroupDrain (the lock is then not released).
+	EventOutlived
+	// EventEscaped: the command had no cgroup (Err says why), and processes it started
+	// (Pids) left its group and still run; they are not killed.
+	EventEscaped
 )
 
 // Event is one notice of Supervise.
@@ -38,7 +44,8 @@ type Event struct {
 	Kind EventKind
 	At   time.Time
 	Held bool  // EventTerm, EventKill: the end is the hold cap, not the lease's
-	Err  error // EventLost, EventUnsupported, EventExtendFailed
+	Err  error // EventLost, EventUnsupported, EventExtendFailed, EventOutlived, EventEscaped
+	Pids []int // EventOutlived, EventEscaped
 }
 
 // Plan is how Supervise stops the command, and keeps its lease.
@@ -70,6 +77,14 @@ type Outcome struct {
 	Lost       bool // the server said the token no longer holds the lock
 	HoldEnded  bool // it was signalled because the hold cap (Schedule.HoldEnd) was reached
 	Escalated  bool // a second signal killed its group
+	// Outlived are the processes the command left in its cgroup, killed after it; Undrained
+	// says which were still there after SIGKILL and cgroupDrain (nil: none).
+	Outlived  []int
+	Undrained error
+	// Escaped are, without a cgroup, the processes the command started that left its group
+	// and still run after it; NoCgroup is why it had none.
+	Escaped  []int
+	NoCgroup error
 	// Release is, for a Job, the release of its lock after the command: nil when confirmed.
 	Release error
 }
@@ -77,7 +92,8 @@ type Outcome struct {
 // Supervise waits for the command to exit, passing on latch's signals, extending its lease,
 // stopping the group at the plan's times (moved by each confirmed extension, and earlier when
 // an outcome is unknown) and killing it on a second signal; then it closes the group (see
-// Close). No extend is in flight once it returns.
+// Close) and reports what the command left (EventOutlived, EventEscaped). No extend is in
+// flight once it returns, and nothing of the command's cgroup runs.
 func (g *Group) Supervise(p Plan) Outcome {
 	sv := &supervision{g: g, p: p, notice: p.Notice}
 	if sv.notice == nil {
@@ -109,7 +125,23 @@ func (g *Group) Supervise(p Plan) Outcome {
 	<-kept
 	g.Close()
 	sv.out.State = g.State()
+	sv.closed()
 	return sv.out
+}
+
+// closed notes and reports what the command left behind, now that the group is closed.
+func (sv *supervision) closed() {
+	g, out := sv.g, &sv.out
+	out.Outlived, out.Undrained, out.Escaped = g.outlived, g.undrained, g.escaped
+	if g.cg == nil {
+		out.NoCgroup = g.whyNoCgroup
+	}
+	if len(out.Outlived) > 0 {
+		sv.notice(Event{Kind: EventOutlived, Pids: out.Outlived, Err: out.Undrained})
+	}
+	if len(out.Escaped) > 0 {
+		sv.notice(Event{Kind: EventEscaped, Pids: out.Escaped, Err: out.NoCgroup})
+	}
 }
 
 // supervision is the state of one Supervise, owned by its goroutine.
@@ -134,7 +166,7 @@ func (sv *supervision) loop(changes <-chan Change) {
 		}
 		sv.out.Escalated = true
 		sv.notice(Event{Kind: EventEscalate})
-		g.Signal(syscall.SIGKILL)
+		g.kill()
 		return true
 	}
 	for {
@@ -167,7 +199,7 @@ func (sv *supervision) loop(changes <-chan Change) {
 		case <-sv.kill.C:
 			sv.ending()
 			sv.notice(Event{Kind: EventKill, At: sv.st.End, Held: sv.st.Held})
-			g.Signal(syscall.SIGKILL)
+			g.kill()
 		}
 	}
 }

@@ -24,7 +24,9 @@ func runCommand() *cli.Command {
 			"deadline, before any extension) in its environment, and releases the lock when CMD exits. CMD is\n" +
 			"looked up (PATH, execute bit) before the lock is taken. It runs in a process group of its own, which\n" +
 			"is the terminal's foreground group when latch has the terminal (so it can read it), and the\n" +
-			"terminal is given back after.\n\n" +
+			"terminal is given back after. Where latch may create a cgroup v2 (root, or a delegated cgroup), CMD\n" +
+			"also runs in a cgroup of its own, and what is left in it when CMD ends (a daemon, a double fork)\n" +
+			"is killed before the release; otherwise latch warns of what left the group and still runs.\n\n" +
 			"--lease is how long the key stays held if latch dies, not how long CMD may run: while CMD runs,\n" +
 			"latch extends the lease every (--lease - --kill-grace) / 3, each attempt bounded by that and by the\n" +
 			"SIGTERM, asked again after a backoff. Only a confirmed extension moves the end later. When the end\n" +

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/latchd/latch/client/supervise"
 	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/clustertest/procstat"
 )
@@ -211,5 +212,120 @@ func TestRunCommandReadsTheTerminal(t *testing.T) {
 	await("the shell reads the terminal again", func() bool { return strings.Contains(out.String(), "after world") })
 	if code := exitWithin(t, shDone, 20*time.Second, "the shell", out); code != 0 {
 		t.Fatalf("shell: exit %d\n%s", code, out.String())
+	}
+}
+
+// Issue 20: a command that daemonizes (setsid -f) or double-forks left processes running
+// after latch run, and so after the lock. In a cgroup of its own (root, or a delegated cgroup)
+// both die before the release, and latch run says how many; without one, the double fork dies
+// with the group as before and the daemon, which left it, is named in a warning.
+func TestRunKillsWhatOutlivesTheCommand(t *testing.T) {
+	t.Parallel()
+	cgErr := supervise.CheckCgroup()
+	if cgErr != nil && os.Geteuid() == 0 && os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true: root, but no writable cgroup v2 for latch run: %v", cgErr)
+	}
+	p := startServer(t, nil)
+	m := fmt.Sprintf("300.%d%09d", os.Getpid(), time.Now().Nanosecond()) // sleep's argument, and no one else's
+	t.Cleanup(func() {
+		for _, pid := range procstat.WithArg(m) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	code, out := run(t, nil, "run", "--servers="+p.listen, "--lease", "60s", "escape/k", "--", "sh", "-c",
+		`setsid -f sleep "$1" </dev/null >/dev/null 2>&1; (sleep "$1" </dev/null >/dev/null 2>&1 &); echo ok`, "sh", m)
+	if code != 0 || !strings.HasPrefix(out, "ok\n") {
+		t.Fatalf("latch run: exit %d:\n%s", code, out)
+	}
+	if cgErr == nil {
+		if left := procstat.AwaitArg(m, 0, 10*time.Second); len(left) > 0 {
+			t.Fatalf("processes %v outlived latch run in its cgroup:\n%s", left, out)
+		}
+		if !strings.Contains(out, "latch run: killed 2 processes that outlived sh (pids ") {
+			t.Fatalf("latch run did not say it killed the two sleeps:\n%s", out)
+		}
+	} else {
+		t.Logf("no cgroup here (%v): the warning", cgErr)
+		left := procstat.AwaitArg(m, 1, 10*time.Second)
+		if len(left) != 1 || !strings.Contains(out, fmt.Sprintf("latch run: warning: sh left 1 process running outside its process group (pids %d), not killed", left[0])) {
+			t.Fatalf("still running %v; latch run said:\n%s", left, out)
+		}
+	}
+	if code, out := run(t, nil, "acquire", "--servers="+p.listen, "escape/k"); code != 0 || !strings.HasPrefix(out, "token 2") {
+		t.Fatalf("acquire after run: exit %d, %q", code, out)
+	}
+}
+
+// Delegation: a user who is not root but owns a cgroup (what systemd's Delegate=yes gives a
+// service) gets the same as root: latch run as nobody, started in a cgroup delegated to
+// nobody, runs its command in a cgroup below it and kills what the command left.
+func TestRunCgroupUnderDelegation(t *testing.T) {
+	t.Parallel()
+	clustertest.NeedRoot(t, "delegates a cgroup to nobody and runs latch run as nobody")
+	if err := supervise.CheckCgroup(); err != nil {
+		clustertest.SkipUnlessCI(t, fmt.Sprintf("root, but no writable cgroup v2 here: %v", err))
+	}
+	own, err := procstat.Cgroup2Dir()
+	if err != nil {
+		clustertest.SkipUnlessCI(t, err.Error())
+	}
+	const nobody = 65534
+	deleg := filepath.Join(own, fmt.Sprintf("latch-test-delegated-%d", os.Getpid()))
+	if err := os.Mkdir(deleg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // last: the marked processes are killed first
+		left, _ := filepath.Glob(filepath.Join(deleg, "latch-run-*"))
+		for _, d := range left {
+			syscall.Rmdir(d)
+		}
+		syscall.Rmdir(deleg)
+	})
+	for _, f := range []string{"", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"} {
+		if err := os.Chown(filepath.Join(deleg, f), nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fd, err := syscall.Open(deleg, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	// A copy of the binary that nobody may run (the build's directory is root's alone).
+	binDir := t.TempDir()
+	bin := filepath.Join(binDir, "latch")
+	if b, err := os.ReadFile(latchBin); err != nil || os.WriteFile(bin, b, 0o755) != nil || os.Chmod(binDir, 0o755) != nil {
+		t.Fatalf("copying %s: %v", latchBin, err)
+	}
+	for d := filepath.Dir(binDir); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	p := startServer(t, nil)
+	m := fmt.Sprintf("300.%d%09d", os.Getpid(), time.Now().Nanosecond())
+	t.Cleanup(func() {
+		for _, pid := range procstat.WithArg(m) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	cmd := exec.Command(bin, "run", "--servers="+p.listen, "--lease", "60s", "delegated/k", "--", "sh", "-c",
+		`cat /proc/self/cgroup; setsid -f sleep "$1" </dev/null >/dev/null 2>&1; (sleep "$1" </dev/null >/dev/null 2>&1 &)`, "sh", m)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}, UseCgroupFD: true, CgroupFD: fd}
+	out := &clustertest.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	if code := exitWithin(t, done, 30*time.Second, "latch run as nobody", out); code != 0 {
+		t.Fatalf("latch run as nobody: exit %d:\n%s", code, out.String())
+	}
+	if left := procstat.AwaitArg(m, 0, 10*time.Second); len(left) > 0 {
+		t.Fatalf("processes %v outlived latch run as nobody:\n%s", left, out.String())
+	}
+	if s := out.String(); !strings.Contains(s, filepath.Base(deleg)+"/latch-run-") || !strings.Contains(s, "latch run: killed 2 processes that outlived sh") {
+		t.Fatalf("latch run as nobody did not run its command in a cgroup below %s, or did not kill the two sleeps:\n%s", deleg, s)
 	}
 }

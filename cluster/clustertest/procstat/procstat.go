@@ -5,8 +5,10 @@ package procstat
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // stat is the fields of /proc/PID/stat after the command name: "state ppid pgrp ...". The
@@ -95,4 +97,59 @@ func Tree(root int) []int {
 		out = append(out, children[out[i]]...)
 	}
 	return out
+}
+
+// WithArg lists the live processes that have arg as one of their arguments (argv[1:] or
+// argv[0]), from /proc/PID/cmdline: a test gives a process an argument no other has (sleep
+// 300.12345) to find it, and all it forked before exec, later.
+func WithArg(arg string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && slices.Contains(strings.Split(string(b), "\x00"), arg) && Alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// AwaitArg waits up to d for the live processes with the argument arg to be n (one killed may
+// show as running a moment after its SIGKILL) and returns them, n or not.
+func AwaitArg(arg string, n int, d time.Duration) []int {
+	left := WithArg(arg)
+	for end := time.Now().Add(d); len(left) != n && time.Now().Before(end); left = WithArg(arg) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return left
+}
+
+// Cgroup2Dir is the directory of this process's cgroup v2: its "0::" path in /proc/self/cgroup
+// below the first cgroup2 mount of the hierarchy's root in /proc/self/mountinfo (a host's
+// mount; a container's of a part of it is not looked at).
+func Cgroup2Dir() (string, error) {
+	cg, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	_, own, ok := strings.Cut(string(cg), "0::")
+	own, _, _ = strings.Cut(own, "\n")
+	if !ok || !strings.HasPrefix(own, "/") {
+		return "", fmt.Errorf("no cgroup v2 in /proc/self/cgroup: %q", cg)
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(line)
+		if i := slices.Index(f, "-"); i > 4 && i+1 < len(f) && f[i+1] == "cgroup2" && f[3] == "/" {
+			return strings.TrimSuffix(f[4]+own, "/"), nil
+		}
+	}
+	return "", fmt.Errorf("no cgroup2 mount of the hierarchy's root in /proc/self/mountinfo")
 }
