@@ -120,7 +120,7 @@ func Start(ctx context.Context, cfg Config) (Running, error) {
 
 	var run Running
 	if cfg.Cluster {
-		mcfg, err := memberConfig(cfg, log, cred, tlsCfg, node, srv)
+		mcfg, err := memberConfig(cfg, log, cred, tlsCfg, node, srv, httpCfg)
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +128,7 @@ func Start(ctx context.Context, cfg Config) (Running, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := mem.Serve(member.ServeConfig{Listen: cfg.Listen, TLS: tlsCfg.Client, HTTPServer: httpCfg, Boot: boot, Pprof: cfg.Pprof}); err != nil {
+		if err := mem.Serve(member.ServeConfig{Listen: cfg.Listen, TLS: tlsCfg.Client, Boot: boot, Pprof: cfg.Pprof}); err != nil {
 			return nil, err
 		}
 		run = mem
@@ -159,7 +159,7 @@ func Start(ctx context.Context, cfg Config) (Running, error) {
 // memberConfig is the member.Config of cfg, the loaded credentials and TLS configs, and the
 // node's and server's configs; a node with no way to find its members is refused
 // (ErrSettings).
-func memberConfig(cfg Config, log hclog.Logger, cred creds.Secrets, tlsCfg creds.TLS, node cluster.Config, srv server.Config) (member.Config, error) {
+func memberConfig(cfg Config, log hclog.Logger, cred creds.Secrets, tlsCfg creds.TLS, node cluster.Config, srv server.Config, hc admin.HTTPConfig) (member.Config, error) {
 	f := cfg.Member
 	initial, err := member.ParseInitialCluster(f.InitialCluster)
 	if err != nil {
@@ -172,7 +172,7 @@ func memberConfig(cfg Config, log hclog.Logger, cred creds.Secrets, tlsCfg creds
 	// The peer port takes the peer secrets only: the client secret opens none of it.
 	m.Peer.Secrets, m.Peer.TLS, m.Peer.ClientTLS = cred.Peer, tlsCfg.Peer, tlsCfg.Dial
 	m.Listen, m.Join, m.JoinTLS = f.RaftAddr, f.Join, tlsCfg.Admin
-	m.HTTP, m.HTTPTLS, m.HTTPHosts = cfg.HTTP, tlsCfg.HTTP, cfg.HTTPHosts
+	m.HTTP, m.HTTPTLS, m.HTTPHosts, m.HTTPServer = cfg.HTTP, tlsCfg.HTTP, cfg.HTTPHosts, hc
 	m.AcceptLegacyPeers, m.Insecure, m.HoldLeases = f.AcceptLegacyPeers, cfg.Insecure, f.HoldLeases
 	m.Admin = admin.Credentials{AdminSecrets: cred.Admin, PeerSecrets: cred.Peer, AdminCAs: tlsCfg.AdminCAs, PeerCAs: tlsCfg.PeerCAs}
 	if err := m.ValidateStart(); err != nil {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/latchd/latch/cluster/admin"
 	"github.com/latchd/latch/cluster/peer"
-	"github.com/latchd/latch/cluster/raftnode"
 )
 
 // Bootstrapping from --initial-cluster safely, when every pod gets the same arguments.
@@ -52,10 +51,11 @@ const joinSilence = 5
 // awaitInitialMembers blocks until it can decide, and reports whether to bootstrap. While it
 // waits it serves /healthz (alive) and /readyz (not ready, saying why) on httpAddr, so that
 // a liveness probe does not restart a pod that waits for its peers.
-func awaitInitialMembers(ctx context.Context, log hclog.Logger, mux *peer.Mux, self, httpAddr string, httpTLS *tls.Config, joinAddr string, join admin.Remote, initial []raftnode.Peer) (bool, error) {
+func awaitInitialMembers(ctx context.Context, log hclog.Logger, mux *peer.Mux, self string, cfg Config, join admin.Remote) (bool, error) {
+	joinAddr, initial := cfg.Join, cfg.Raft.InitialCluster
 	var mu sync.Mutex
 	waiting := "asking the other initial members what they hold"
-	stopHTTP, err := serveWaiting(httpAddr, httpTLS, func() string { mu.Lock(); defer mu.Unlock(); return waiting })
+	stopHTTP, err := serveWaiting(cfg.HTTP, cfg.HTTPTLS, cfg.HTTPServer, func() string { mu.Lock(); defer mu.Unlock(); return waiting })
 	if err != nil {
 		return false, err
 	}
@@ -160,15 +160,13 @@ func probe(ctx context.Context, mux *peer.Mux, addr string) (admin.NodeState, er
 	return admin.CallState(ctx, conn)
 }
 
-// serveWaiting serves /healthz and /readyz on addr (over TLS with tc, if set) until the
-// returned stop is called.
-func serveWaiting(addr string, tc *tls.Config, why func() string) (func(), error) {
+// serveWaiting serves /healthz and /readyz on addr (over TLS with tc, if set) with the
+// bounds of hc (the serving node's: an idle timeout, the connection cap) until the returned
+// stop is called.
+func serveWaiting(addr string, tc *tls.Config, hc admin.HTTPConfig, why func() string) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--http: %w", err)
-	}
-	if tc != nil {
-		ln = tls.NewListener(ln, tc)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
@@ -176,7 +174,11 @@ func serveWaiting(addr string, tc *tls.Config, why func() string) (func(), error
 		w.WriteHeader(http.StatusServiceUnavailable)
 		w.Write([]byte("not ready: " + why() + "\n"))
 	})
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	hs, capped := admin.NewHTTPServer(mux, ln, hc)
+	ln = capped // the cap counts TCP connections: TLS inside it
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -61,6 +61,10 @@ type Config struct {
 	// members before it bootstraps answers /healthz and /readyz meanwhile.
 	HTTP    string
 	HTTPTLS *tls.Config
+	// HTTPServer bounds the HTTP server on HTTP (admin.NewHTTPServer: timeouts, header size,
+	// the connection cap), both while the node waits for its initial members and once it
+	// serves; zero fields take admin.DefaultHTTPConfig's values.
+	HTTPServer admin.HTTPConfig
 
 	// HTTPHosts (--http-allowed-host) are names, besides the node's own, that requests to
 	// HTTP may give as Host: a proxy's, or a Service's other than --join's. AdminOptions

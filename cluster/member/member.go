@@ -79,7 +79,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	bootstrap := false
 	if !hasState && cfg.self() >= 0 {
 		join := admin.NewRemote(cfg.Join, cfg.JoinTLS)
-		bootstrap, err = awaitInitialMembers(ctx, m.log.Named("bootstrap"), m.mux, m.id, cfg.HTTP, cfg.HTTPTLS, cfg.Join, join, cfg.Raft.InitialCluster)
+		bootstrap, err = awaitInitialMembers(ctx, m.log.Named("bootstrap"), m.mux, m.id, cfg, join)
 		if err != nil {
 			stream.Close()
 			m.mux.Close()

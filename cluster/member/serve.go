@@ -18,9 +18,6 @@ type ServeConfig struct {
 	// handshakes run in each session, inside its deadline.
 	Listen string
 	TLS    *tls.Config
-	// HTTPServer bounds the HTTP server (admin.NewHTTPServer); zero fields take
-	// admin.DefaultHTTPConfig's values.
-	HTTPServer admin.HTTPConfig
 	// Boot is this run's boot id (admin.NewBootID), Pprof serves Go's profiler on HTTP
 	// (--pprof): AdminOptions with them.
 	Boot  string
@@ -62,7 +59,7 @@ func (m *Member) Serve(cfg ServeConfig) error {
 	// only. It reveals no key names and no lock contents (docs/SECURITY.md).
 	opts := m.AdminOptions(cfg.Boot)
 	opts.Pprof = cfg.Pprof
-	s.hs, s.hln = admin.NewHTTPServer(admin.Handler(m.Metrics().Registry, ready, opts), hln, cfg.HTTPServer)
+	s.hs, s.hln = admin.NewHTTPServer(admin.Handler(m.Metrics().Registry, ready, opts), hln, m.cfg.HTTPServer)
 	if m.cfg.HTTPTLS != nil {
 		s.hln = tls.NewListener(s.hln, m.cfg.HTTPTLS) // inside the cap, which counts TCP connections
 	}

@@ -41,7 +41,7 @@ func TestServeAndStop(t *testing.T) {
 	if m.Addr() != nil || m.Failed() != nil {
 		t.Fatal("addresses or a failure channel before Serve")
 	}
-	if err := m.Serve(ServeConfig{Listen: "127.0.0.1:0", HTTPServer: admin.DefaultHTTPConfig(), Boot: "b1"}); err != nil {
+	if err := m.Serve(ServeConfig{Listen: "127.0.0.1:0", Boot: "b1"}); err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
 	get := func(path string) (int, string) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -362,6 +363,30 @@ func TestInitialMemberWaitsForTheOthers(t *testing.T) {
 	})
 	if code, _ := httpGetQuiet(fc.http[0] + "/healthz"); code != 200 {
 		t.Fatalf("/healthz while waiting: %d, want 200", code)
+	}
+	// Its HTTP server has the serving node's bounds meanwhile: idle connections past the cap
+	// (at most 256) are closed, oldest first, and a probe still gets in.
+	idle := make([]net.Conn, 400)
+	for i := range idle {
+		c, err := net.Dial("tcp", strings.TrimPrefix(fc.http[0], "http://"))
+		if err != nil {
+			t.Fatalf("idle connection %d: %v", i, err)
+		}
+		defer c.Close()
+		idle[i] = c
+	}
+	if code, body := httpGetQuiet(fc.http[0] + "/readyz"); code != 503 || !strings.Contains(body, "waiting for initial members") {
+		t.Fatalf("/readyz past 400 idle connections: %d %q", code, body)
+	}
+	closed := 0
+	for _, c := range idle {
+		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+			closed++
+		}
+	}
+	if closed < len(idle)-256 {
+		t.Fatalf("%d of %d idle connections closed while the node waits; the cap is at most 256", closed, len(idle))
 	}
 	fc.start(1, 2)
 	fc.procs[0].awaitServing(t)
