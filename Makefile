@@ -1,7 +1,12 @@
 # latch: make run (a single-mode server on loopback), make test (the whole suite).
 GO        ?= go
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -X main.version=$(VERSION)
+# VERSION: the git tag (git describe; empty without tags: the binary says dev-<revision>).
+# REVISION and DATE: the commit and its time, the build date of a reproducible build.
+VERSION   ?= $(shell git describe --tags --dirty 2>/dev/null)
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)
+DATE      ?= $(shell git log -1 --format=%cI HEAD 2>/dev/null)
+BUILDINFO := github.com/latchd/latch/cluster/buildinfo
+LDFLAGS   := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).revision=$(REVISION) -X $(BUILDINFO).date=$(DATE)
 BIN       := bin/latch
 FUZZTIME  ?= 30s
 
@@ -102,7 +107,7 @@ image:
 	@command -v docker >/dev/null || { echo "make image needs docker"; exit 1; }
 	docker build -f deploy/container/Dockerfile --build-arg VERSION=$(VERSION) \
 		--build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
-		--build-arg CREATED=$$(date -u +%Y-%m-%dT%H:%M:%SZ) -t $(IMAGE):$(VERSION) .
+		--build-arg CREATED=$$(git log -1 --format=%cI HEAD 2>/dev/null || echo unknown) -t $(IMAGE):$(or $(VERSION),dev) .
 
 test-short:
 	$(GO) test -short -count=1 ./...

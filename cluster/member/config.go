@@ -12,6 +12,7 @@ import (
 
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/buildinfo"
 	"github.com/latchd/latch/cluster/forward"
 	"github.com/latchd/latch/cluster/peer"
 	"github.com/latchd/latch/cluster/raftnode"
@@ -48,6 +49,9 @@ type Config struct {
 	// Listen is the peer port's address (--raft-addr): Raft, forwarding and the admin
 	// channel. Required.
 	Listen string
+
+	// Build is the running binary's build (buildinfo.Get): /v1/status shows it.
+	Build buildinfo.Info
 
 	// Join is the --http of any member (--join): the cluster is asked to add this node.
 	// JoinTLS is the TLS config for an https:// Join.
