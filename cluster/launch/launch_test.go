@@ -29,7 +29,7 @@ func settings(t *testing.T, clustered bool) Config {
 }
 
 // Either mode starts from its settings, serves locks on the address it reports, shows its
-// build in /v1/status, and stops.
+// build in /v1/status (and a member records it in the data directory), and stops.
 func TestStartServesAndStops(t *testing.T) {
 	for _, clustered := range []bool{false, true} {
 		cfg := settings(t, clustered)
@@ -63,6 +63,12 @@ func TestStartServesAndStops(t *testing.T) {
 			t.Fatalf("cluster=%v: stop: %v", clustered, err)
 		}
 		cancel()
+		if clustered {
+			raw, err := os.ReadFile(filepath.Join(cfg.Member.DataDir, "format.json"))
+			if want := `{"format":1,"written_by":"test"}` + "\n"; err != nil || string(raw) != want {
+				t.Errorf("format.json: %q (%v), want %q", raw, err, want)
+			}
+		}
 	}
 }
 

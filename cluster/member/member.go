@@ -144,6 +144,7 @@ func (m *Member) openRaft(stream *peer.StreamLayer, dir string, adapter *raftAda
 	rcfg := m.cfg.Raft
 	rcfg.DataDir, rcfg.Advertise, rcfg.Stream = dir, m.adv, stream
 	rcfg.TokenFloor, rcfg.Logger = m.cfg.Node.TokenFloor, m.log
+	rcfg.Version = m.cfg.Build.Version
 	commits := m.cfg.Node.Metrics.RegisterCommitLatency()
 	rcfg.CommitLatency = func(d time.Duration) { commits.Observe(d.Seconds()) }
 	rcfg.InitialCluster = nil
