@@ -27,7 +27,7 @@ CHAOS_NODES    ?= 3 5
 
 IMAGE     ?= ghcr.io/latchd/latch
 
-.PHONY: build run cluster test test-short test-deploy test-fence chaos image bench microbench fuzz lint clean
+.PHONY: build run cluster test test-short test-deploy test-fence chaos image release bench microbench fuzz lint clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/latch
@@ -109,6 +109,17 @@ image:
 		--build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
 		--build-arg CREATED=$$(git log -1 --format=%cI HEAD 2>/dev/null || echo unknown) -t $(IMAGE):$(or $(VERSION),dev) .
 
+## release: a release into dist/ (make release VERSION=vX.Y.Z, run on the commit tagged VERSION; docs/CHANGELOG.md
+## must have a "## VERSION" section): static binaries latch-VERSION-GOOS-GOARCH for RELEASE_PLATFORMS, the
+## k8s overlays and compose file stamped with the image ghcr.io/latchd/latch:VERSION, the CHANGELOG section,
+## the image for linux/amd64 and linux/arm64 as an OCI archive (with docker buildx; IMAGES=auto skips it
+## without, saying so; require or skip), and SHA256SUMS. Reproducible: the same commit gives the same binaries.
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+IMAGES            ?= auto
+release:
+	cd deploy && $(GO) run ./cmd/release -version "$(VERSION)" -root .. -out ../dist \
+		-platforms "$(RELEASE_PLATFORMS)" -images "$(IMAGES)"
+
 test-short:
 	$(GO) test -short -count=1 ./...
 
@@ -140,4 +151,4 @@ lint:
 	cd client/fence/fencetest && $(GO) vet ./... && $$($(GO) -C ../../.. tool -n staticcheck) ./...
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
