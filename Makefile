@@ -117,8 +117,8 @@ image:
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 IMAGES            ?= auto
 release:
-	cd deploy && $(GO) run ./cmd/release -version "$(VERSION)" -root .. -out ../dist \
-		-platforms "$(RELEASE_PLATFORMS)" -images "$(IMAGES)"
+	@cd deploy && $(GO) build -o ../bin/latch-release ./cmd/release
+	./bin/latch-release -version "$(VERSION)" -root . -out dist -platforms "$(RELEASE_PLATFORMS)" -images "$(IMAGES)"
 
 test-short:
 	$(GO) test -short -count=1 ./...

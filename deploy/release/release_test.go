@@ -198,3 +198,28 @@ func TestReproducible(t *testing.T) {
 		t.Errorf("the build date %s is not the commit's time %s (%v)", got.Date, gitDate, err)
 	}
 }
+
+// Without docker buildx the image is skipped with a line saying so (IMAGES=auto), or fails
+// the release (require, push); skip never looks.
+func TestImageWithoutBuildx(t *testing.T) {
+	if exec.Command("docker", "buildx", "version").Run() == nil {
+		t.Skip("docker buildx is installed here")
+	}
+	ctx, c := context.Background(), release.Commit{Revision: "abc", Time: time.Unix(0, 0)}
+	var log strings.Builder
+	if names, err := release.BuildImage(ctx, root, t.TempDir(), "v1.2.3", c, release.ImagesAuto, &log); err != nil || names != nil {
+		t.Errorf("auto: %v, %v", names, err)
+	}
+	if !strings.Contains(log.String(), "image: skipped: no docker buildx") {
+		t.Errorf("auto says %q", log.String())
+	}
+	for _, m := range []release.ImageMode{release.ImagesRequire, release.ImagesPush} {
+		if _, err := release.BuildImage(ctx, root, t.TempDir(), "v1.2.3", c, m, &log); err == nil || !strings.Contains(err.Error(), "no docker buildx") {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+	log.Reset()
+	if names, err := release.BuildImage(ctx, root, t.TempDir(), "v1.2.3", c, release.ImagesSkip, &log); err != nil || names != nil || !strings.Contains(log.String(), "skipped") {
+		t.Errorf("skip: %v, %v, %q", names, err, log.String())
+	}
+}

@@ -1,6 +1,7 @@
-// Command release builds a latch release into a directory (make release VERSION=vX.Y.Z):
-// see package github.com/latchd/latch/deploy/release. It exits 1 on any failure, with one
-// line saying what to do.
+// Command release builds a latch release into a directory (make release VERSION=vX.Y.Z
+// builds it and runs it from the repository's root): see package
+// github.com/latchd/latch/deploy/release. It exits 1 on any failure, with one line saying
+// what to do.
 package main
 
 import (
@@ -17,8 +18,8 @@ func main() {
 	var o release.Options
 	var platforms, images string
 	flag.StringVar(&o.Version, "version", "", "the release's version, vX.Y.Z (the git tag)")
-	flag.StringVar(&o.Root, "root", "..", "the repository checkout to build")
-	flag.StringVar(&o.Out, "out", "../dist", "the directory for the artifacts (emptied first)")
+	flag.StringVar(&o.Root, "root", ".", "the repository checkout to build")
+	flag.StringVar(&o.Out, "out", "dist", "the directory for the artifacts (emptied first)")
 	flag.StringVar(&o.Changelog, "changelog", "", "the changelog with a \"## VERSION\" section (default ROOT/docs/CHANGELOG.md)")
 	flag.StringVar(&platforms, "platforms", strings.Join(release.Platforms, " "), "GOOS/GOARCH pairs of the binaries, space-separated")
 	flag.StringVar(&images, "images", string(release.ImagesAuto), "the container image: auto (with docker buildx, else skipped), require, push (require, and push it), or skip")
