@@ -1,7 +1,12 @@
 # latch: make run (a single-mode server on loopback), make test (the whole suite).
 GO        ?= go
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -X main.version=$(VERSION)
+# VERSION: the git tag (git describe; empty without tags: the binary says dev-<revision>).
+# REVISION and DATE: the commit and its time, the build date of a reproducible build.
+VERSION   ?= $(shell git describe --tags --dirty 2>/dev/null)
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)
+DATE      ?= $(shell git log -1 --format=%cI HEAD 2>/dev/null)
+BUILDINFO := github.com/latchd/latch/cluster/buildinfo
+LDFLAGS   := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).revision=$(REVISION) -X $(BUILDINFO).date=$(DATE)
 BIN       := bin/latch
 FUZZTIME  ?= 30s
 
@@ -22,7 +27,7 @@ CHAOS_NODES    ?= 3 5
 
 IMAGE     ?= ghcr.io/latchd/latch
 
-.PHONY: build run cluster test test-short test-deploy test-fence chaos image bench microbench fuzz lint clean
+.PHONY: build run cluster test test-short test-deploy test-fence chaos image release bench microbench fuzz lint clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/latch
@@ -102,7 +107,18 @@ image:
 	@command -v docker >/dev/null || { echo "make image needs docker"; exit 1; }
 	docker build -f deploy/container/Dockerfile --build-arg VERSION=$(VERSION) \
 		--build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
-		--build-arg CREATED=$$(date -u +%Y-%m-%dT%H:%M:%SZ) -t $(IMAGE):$(VERSION) .
+		--build-arg CREATED=$$(git log -1 --format=%cI HEAD 2>/dev/null || echo unknown) -t $(IMAGE):$(or $(VERSION),dev) .
+
+## release: a release into dist/ (make release VERSION=vX.Y.Z, run on the commit tagged VERSION; docs/CHANGELOG.md
+## must have a "## VERSION" section): static binaries latch-VERSION-GOOS-GOARCH for RELEASE_PLATFORMS, the
+## k8s overlays and compose file stamped with the image ghcr.io/latchd/latch:VERSION, the CHANGELOG section,
+## the image for linux/amd64 and linux/arm64 as an OCI archive (with docker buildx; IMAGES=auto skips it
+## without, saying so; require or skip), and SHA256SUMS. Reproducible: the same commit gives the same binaries.
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+IMAGES            ?= auto
+release:
+	@cd deploy && $(GO) build -o ../bin/latch-release ./cmd/release
+	./bin/latch-release -version "$(VERSION)" -root . -out dist -platforms "$(RELEASE_PLATFORMS)" -images "$(IMAGES)"
 
 test-short:
 	$(GO) test -short -count=1 ./...
@@ -135,4 +151,4 @@ lint:
 	cd client/fence/fencetest && $(GO) vet ./... && $$($(GO) -C ../../.. tool -n staticcheck) ./...
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

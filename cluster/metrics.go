@@ -1,13 +1,12 @@
 package cluster
 
 import (
-	"runtime"
-	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/latchd/latch/cluster/buildinfo"
 	"github.com/latchd/latch/wire"
 )
 
@@ -141,21 +140,13 @@ func (m *Metrics) FrameError(r wire.Reason) {
 // released records the latency of one answered release.
 func (m *Metrics) released(d time.Duration) { m.releaseLatency.Observe(d.Seconds()) }
 
-// SetBuildInfo registers latch_build_info{version,revision,goversion} 1: version as given
-// (the binary's), revision the VCS commit Go stamped into the binary ("unknown" without one).
-func (m *Metrics) SetBuildInfo(version string) {
-	revision := "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && s.Value != "" {
-				revision = s.Value
-			}
-		}
-	}
+// SetBuildInfo registers latch_build_info{version,revision,date,goversion} 1: the build b
+// names (buildinfo.Get: the values `latch version` and /v1/status show).
+func (m *Metrics) SetBuildInfo(b buildinfo.Info) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "latch_build_info",
 		Help:        "Always 1; its labels name the running build.",
-		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()},
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "date": b.Date, "goversion": b.Go},
 	})
 	g.Set(1)
 	m.Registry.MustRegister(g)

@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/buildinfo"
 	"github.com/latchd/latch/cluster/server"
 )
 
@@ -27,13 +28,15 @@ type LocalConfig struct {
 	Insecure bool
 	// Hosts are the names --http answers to (NewHosts).
 	Hosts Hosts
+	// Build is the running binary's build (buildinfo.Get), which the status shows.
+	Build buildinfo.Info
 }
 
 // LockCalls are the admin calls of both modes that show key names or break locks.
 const LockCalls = "GET /v1/locks, GET /v1/locks/show, POST /v1/locks/release"
 
 // LocalOptions are the admin options of a single-mode node: its status (mode, boot, node
-// stats), the verifier of this run with the operator's credential, the Host rule, and lock
+// stats, build), the verifier of this run with the operator's credential, the Host rule, and lock
 // inspection with forced release. Those show key names and break locks, so they need the
 // operator's credential when the node has any credential, and when its --http is beyond
 // loopback (unless Insecure); without it they are off: they answer 403 saying why, and log
@@ -41,7 +44,9 @@ const LockCalls = "GET /v1/locks, GET /v1/locks/show, POST /v1/locks/release"
 // start in those cases.
 func LocalOptions(node *cluster.Node, cfg LocalConfig, log hclog.Logger) Options {
 	o := Options{
-		Status:   func() any { return map[string]any{"mode": "single", "boot": cfg.Boot, "node": node.Stats()} },
+		Status: func() any {
+			return map[string]any{"mode": "single", "boot": cfg.Boot, "node": node.Stats(), "build": cfg.Build}
+		},
 		Verifier: NewVerifier(Target{Boot: cfg.Boot}, cfg.Admin, nil),
 		Locks:    LocalLocks{Node: node},
 		Hosts:    cfg.Hosts,

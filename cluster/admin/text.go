@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/latchd/latch/cluster/buildinfo"
 	"github.com/latchd/latch/cluster/raftnode"
 	"github.com/latchd/latch/wire"
 )
@@ -16,7 +17,7 @@ import (
 // lines for people; the verbs' --json prints the API's JSON instead.
 
 // WriteStatus writes GET /v1/status (st, as decoded into its top-level fields) as a table:
-// the mode, in cluster mode this node's raft view (id, role, leader, term, indexes, last
+// the mode, the build (a node from before /v1/status had one shows none), in cluster mode this node's raft view (id, role, leader, term, indexes, last
 // contact, the peers sorted by id), then the last token, held keys and waiters.
 func WriteStatus(out io.Writer, st map[string]json.RawMessage) error {
 	var mode string
@@ -25,6 +26,10 @@ func WriteStatus(out io.Writer, st map[string]json.RawMessage) error {
 	json.Unmarshal(st["node"], &node)
 	w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 	fmt.Fprintf(w, "mode\t%s\n", mode)
+	var build buildinfo.Info
+	if json.Unmarshal(st["build"], &build) == nil && build.Version != "" {
+		fmt.Fprintf(w, "version\t%s (revision %s, built %s, %s)\n", build.Version, build.Revision, build.Date, build.Go)
+	}
 	if raw, ok := st["raft"]; ok {
 		var m map[string]any
 		json.Unmarshal(raw, &m)

@@ -13,7 +13,7 @@ import (
 // The admin verbs' tables: status with its peers sorted, members, locks, one lock's line.
 func TestText(t *testing.T) {
 	var st map[string]json.RawMessage
-	raw := `{"mode":"cluster","node":{"last_token":7,"keys":2,"waiters":1},
+	raw := `{"mode":"cluster","build":{"version":"v1.2.3","revision":"abc","date":"2026-12-01T10:00:00Z","go":"go1.26.0"},"node":{"last_token":7,"keys":2,"waiters":1},
 		"raft":{"id":"n1","state":"Leader","leader_id":"n1","leader_addr":"a:1","term":3,"commit_index":9,"applied_index":9,"last_contact":"0001-01-01T00:00:00Z",
 		"peers":[{"id":"n2","addr":"b:1","suffrage":"Voter"},{"id":"n1","addr":"a:1","suffrage":"Voter"}]}}`
 	if err := json.Unmarshal([]byte(raw), &st); err != nil {
@@ -24,7 +24,7 @@ func TestText(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := squeeze(b.String())
-	for _, want := range []string{"mode cluster\n", "leader n1 (a:1)\n", "last contact - (this node leads)\n", "last token 7\n", "waiters 1\n"} {
+	for _, want := range []string{"mode cluster\n", "version v1.2.3 (revision abc, built 2026-12-01T10:00:00Z, go1.26.0)\n", "leader n1 (a:1)\n", "last contact - (this node leads)\n", "last token 7\n", "waiters 1\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}

@@ -39,6 +39,8 @@ var layers = []layer{
 	// reasons, hence wire).
 	{pkg: "cluster/raftnode", only: []string{"fsm", "cluster/internal/ratelog", "cluster/outcome", "wire"}},
 	{pkg: "cluster/outcome", only: []string{"wire"}},
+	// The build's name, which every part reads: nothing but the standard library.
+	{pkg: "cluster/buildinfo", only: []string{}, stdOnly: true},
 	// The process logger: hclog and the standard library only.
 	{pkg: "cmd/internal/logs", only: []string{}},
 	{pkg: "cluster", never: []string{"cluster/raftnode"}},

@@ -19,6 +19,7 @@ import (
 
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/buildinfo"
 	"github.com/latchd/latch/cluster/creds"
 	"github.com/latchd/latch/cluster/member"
 	"github.com/latchd/latch/cluster/server"
@@ -56,9 +57,11 @@ type Config struct {
 	// Member holds cluster mode's own settings (--id, --data-dir, --raft-addr, --advertise,
 	// --bootstrap, --initial-cluster, --join, --accept-legacy-peers, --hold-leases); Start
 	// fills in the rest. Ignored in single mode.
-	Member  MemberFlags
-	Version string // the binary's version: latch_build_info and the start line
-	Logger  hclog.Logger
+	Member MemberFlags
+	// Build is the binary's build (buildinfo.Get): latch_build_info, /v1/status, the start
+	// line, and in cluster mode the data directory's format.json.
+	Build  buildinfo.Info
+	Logger hclog.Logger
 }
 
 // MemberFlags are the settings only cluster mode reads.
@@ -112,7 +115,7 @@ func Start(ctx context.Context, cfg Config) (Running, error) {
 	}
 	node := cfg.Node
 	node.Logger, node.Metrics = log.Named("node"), cluster.NewMetrics()
-	node.Metrics.SetBuildInfo(cfg.Version)
+	node.Metrics.SetBuildInfo(cfg.Build)
 	srv := server.Config{Secrets: cred.Client, MaxConns: fds.MaxConns, MaxRefusing: fds.Refusing, Logger: log.Named("server"), Metrics: node.Metrics}
 	httpCfg := admin.DefaultHTTPConfig() // timeouts, header size and a connection cap
 	httpCfg.Logger = log.Named("http")
@@ -140,6 +143,7 @@ func Start(ctx context.Context, cfg Config) (Running, error) {
 			Admin: admin.LocalConfig{
 				Boot:  boot,
 				Admin: admin.Credentials{AdminSecrets: cred.Admin, AdminCAs: tlsCfg.AdminCAs},
+				Build: cfg.Build,
 				// The rule of cluster mode's checkPrincipals: a client or peer credential.
 				Credentialed: len(cred.Client) > 0 || len(cred.Peer) > 0 || tlsCfg.Peer != nil,
 			},
@@ -152,7 +156,7 @@ func Start(ctx context.Context, cfg Config) (Running, error) {
 	log.Info("latch serving", "mode", mode, "listen", run.Addr().String(), "http", run.HTTPAddr().String(),
 		"auth", len(cred.Client) > 0, "secrets", len(cred.Client), "peer_secrets", len(cred.Peer), "admin_secrets", len(cred.Admin),
 		"admin_certs", tlsCfg.AdminCAs != nil, "tls", tlsCfg.Client != nil, "max_conns", fds.MaxConns, "open_files_limit", fds.Limit,
-		"http_tls", tlsCfg.HTTP != nil, "http_hosts", run.Hosts().Names(), "peer_mtls", tlsCfg.Peer != nil, "token_floor", node.TokenFloor, "version", cfg.Version)
+		"http_tls", tlsCfg.HTTP != nil, "http_hosts", run.Hosts().Names(), "peer_mtls", tlsCfg.Peer != nil, "token_floor", node.TokenFloor, "version", cfg.Build.Version)
 	return run, nil
 }
 
@@ -168,6 +172,7 @@ func memberConfig(cfg Config, log hclog.Logger, cred creds.Secrets, tlsCfg creds
 	m := member.DefaultConfig()
 	m.Node, m.Server, m.Logger = node, srv, log
 	m.Raft.ID, m.Raft.DataDir, m.Raft.Advertise = f.ID, f.DataDir, f.Advertise
+	m.Build = cfg.Build
 	m.Raft.Bootstrap, m.Raft.InitialCluster = f.Bootstrap, initial
 	// The peer port takes the peer secrets only: the client secret opens none of it.
 	m.Peer.Secrets, m.Peer.TLS, m.Peer.ClientTLS = cred.Peer, tlsCfg.Peer, tlsCfg.Dial

@@ -2,7 +2,9 @@ package launch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,13 +13,14 @@ import (
 
 	"github.com/latchd/latch/client"
 	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/buildinfo"
 	"github.com/latchd/latch/cluster/clustertest"
 	"github.com/latchd/latch/cluster/creds"
 	"github.com/latchd/latch/cluster/server"
 )
 
 func settings(t *testing.T, clustered bool) Config {
-	cfg := Config{Cluster: clustered, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", MaxConns: server.DefaultMaxConns, Version: "test",
+	cfg := Config{Cluster: clustered, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", MaxConns: server.DefaultMaxConns, Build: buildinfo.Info{Version: "test"},
 		Node: cluster.DefaultConfig()}
 	if clustered {
 		cfg.Member = MemberFlags{ID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", Bootstrap: true}
@@ -25,10 +28,12 @@ func settings(t *testing.T, clustered bool) Config {
 	return cfg
 }
 
-// Either mode starts from its settings, serves locks on the address it reports, and stops.
+// Either mode starts from its settings, serves locks on the address it reports, shows its
+// build in /v1/status (and a member records it in the data directory), and stops.
 func TestStartServesAndStops(t *testing.T) {
 	for _, clustered := range []bool{false, true} {
-		run, err := Start(context.Background(), settings(t, clustered))
+		cfg := settings(t, clustered)
+		run, err := Start(context.Background(), cfg)
 		if err != nil {
 			t.Fatalf("cluster=%v: %v", clustered, err)
 		}
@@ -43,11 +48,27 @@ func TestStartServesAndStops(t *testing.T) {
 		}
 		cancel()
 		cl.Close()
+		var st struct{ Build buildinfo.Info }
+		if resp, err := http.Get("http://" + run.HTTPAddr().String() + "/v1/status"); err != nil {
+			t.Errorf("cluster=%v: /v1/status: %v", clustered, err)
+		} else {
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			if err != nil || st.Build != cfg.Build {
+				t.Errorf("cluster=%v: /v1/status build %+v (%v), want %+v", clustered, st.Build, err, cfg.Build)
+			}
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), clustertest.Bound)
 		if err := run.Stop(sctx); err != nil {
 			t.Fatalf("cluster=%v: stop: %v", clustered, err)
 		}
 		cancel()
+		if clustered {
+			raw, err := os.ReadFile(filepath.Join(cfg.Member.DataDir, "format.json"))
+			if want := `{"format":1,"written_by":"test"}` + "\n"; err != nil || string(raw) != want {
+				t.Errorf("format.json: %q (%v), want %q", raw, err, want)
+			}
+		}
 	}
 }
 

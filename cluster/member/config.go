@@ -12,6 +12,7 @@ import (
 
 	"github.com/latchd/latch/cluster"
 	"github.com/latchd/latch/cluster/admin"
+	"github.com/latchd/latch/cluster/buildinfo"
 	"github.com/latchd/latch/cluster/forward"
 	"github.com/latchd/latch/cluster/peer"
 	"github.com/latchd/latch/cluster/raftnode"
@@ -31,7 +32,7 @@ type Config struct {
 	// (--bootstrap) makes a one-node cluster; InitialCluster (--initial-cluster) is the
 	// list every initial member starts with: Start passes it on to raft only when it has
 	// decided to bootstrap (bootstrap.go). Start sets Stream, TokenFloor (Node.TokenFloor),
-	// Logger, Vouch, OnLeader and OnFollower.
+	// Logger, Version (Build.Version), Vouch, OnLeader and OnFollower.
 	Raft raftnode.Config
 
 	// Peer configures the peer port: set Secrets (--peer-secret-file) and TLS and ClientTLS
@@ -49,6 +50,10 @@ type Config struct {
 	// Listen is the peer port's address (--raft-addr): Raft, forwarding and the admin
 	// channel. Required.
 	Listen string
+
+	// Build is the running binary's build (buildinfo.Get): /v1/status shows it, and Start
+	// sets Raft.Version to its version (the data directory's format.json).
+	Build buildinfo.Info
 
 	// Join is the --http of any member (--join): the cluster is asked to add this node.
 	// JoinTLS is the TLS config for an https:// Join.

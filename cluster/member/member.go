@@ -144,6 +144,7 @@ func (m *Member) openRaft(stream *peer.StreamLayer, dir string, adapter *raftAda
 	rcfg := m.cfg.Raft
 	rcfg.DataDir, rcfg.Advertise, rcfg.Stream = dir, m.adv, stream
 	rcfg.TokenFloor, rcfg.Logger = m.cfg.Node.TokenFloor, m.log
+	rcfg.Version = m.cfg.Build.Version
 	commits := m.cfg.Node.Metrics.RegisterCommitLatency()
 	rcfg.CommitLatency = func(d time.Duration) { commits.Observe(d.Seconds()) }
 	rcfg.InitialCluster = nil
@@ -275,7 +276,7 @@ func (m *Member) Leases() bool { return m.feat.leases() }
 
 // AdminOptions are this member's admin options for HTTP (cmd adds Pprof): its status
 // (mode, id, boot, node stats, raft status, the cluster's features switched on: "leases" for
-// protocol revision 2), membership and backups, lock inspection, the
+// protocol revision 2, and the build: Config.Build), membership and backups, lock inspection, the
 // verifier of calls made to this node and run (boot) with Config.Admin, and the names HTTP
 // answers to (Config.hosts, checked by Validate).
 func (m *Member) AdminOptions(boot string) admin.Options {
@@ -285,7 +286,7 @@ func (m *Member) AdminOptions(boot string) admin.Options {
 		Hosts: hosts,
 		Status: func() any {
 			return map[string]any{"mode": "cluster", "id": m.id, "boot": boot, "node": m.node.Stats(), "raft": m.rp.Load().Status(),
-				"features": map[string]bool{"leases": m.feat.leases()}}
+				"features": map[string]bool{"leases": m.feat.leases()}, "build": m.cfg.Build}
 		},
 		Cluster:  a,
 		Locks:    a,

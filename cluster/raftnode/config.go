@@ -60,6 +60,10 @@ type Config struct {
 	// directory: a second Open on the same directory fails with ErrDataDirInUse. Required.
 	DataDir string
 
+	// Version is the running latch's version (buildinfo), which Open records in DataDir's
+	// format.json as the build that last wrote the directory (format.go). Empty: "unknown".
+	Version string
+
 	// Advertise is the address the other nodes dial to reach this one; it may be a DNS name
 	// ("latch-0.latch.ns.svc:7000"). It is what Bootstrap writes into the configuration.
 	// Empty means the transport's LocalAddr, or this node's entry in InitialCluster.

@@ -14,6 +14,8 @@
 //     every start verifies every log segment and refuses (ErrDataDirBroken) a directory
 //     that holds less than the node promised its peers; docs/architecture.md lists the
 //     cases and the window that remains.
+//   - The directory's format (format.go): format.json names it and the version that last
+//     started there; a directory of a newer format is refused (ErrDataDirNewer) first.
 //   - Bootstrap and join: a restart never bootstraps; a new node bootstraps a one-node
 //     cluster (Bootstrap), the identical InitialCluster, or waits to be added (AddVoter).
 //   - The token floor: Config.TokenFloor enters the log as an fsm.CmdFloor entry proposed

@@ -212,6 +212,9 @@ func Open(cfg Config) (*Node, error) {
 	if err := n.promise.flush(); err != nil {
 		return fail(err)
 	}
+	if err := recordFormat(cfg.DataDir, st.format, cfg.Version); err != nil {
+		return fail(err)
+	}
 	n.disk.log = n.log
 	logs, err := raft.NewLogCache(logCacheSize, promisedLog{LogStore: wlog, k: n.promise, disk: &n.disk})
 	if err != nil {

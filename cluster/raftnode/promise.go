@@ -103,13 +103,19 @@ func writePromise(dataDir string, p promise) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dataDir, promiseFile)
+	return writeFileDurably(dataDir, promiseFile, append(raw, '\n'))
+}
+
+// writeFileDurably replaces the file name in dir with data: a temporary file, fsynced,
+// renamed over the old one, and the directory fsynced.
+func writeFileDurably(dir, name string, data []byte) error {
+	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(append(raw, '\n'))
+	_, err = f.Write(data)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -123,7 +129,7 @@ func writePromise(dataDir string, p promise) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("raftnode: write %s: %w", path, err)
 	}
-	return syncDir(dataDir)
+	return syncDir(dir)
 }
 
 // syncDir fsyncs a directory, so that a rename in it is durable.

@@ -21,6 +21,7 @@ import (
 //	raft.db     term and vote (raft-boltdb; the StableStore)
 //	wal/        the Raft log (raft-wal: one fsync per append, where bolt needs two)
 //	snapshots/  raft's file snapshot store (the FSM's snapshot format)
+//	format.json the directory's format and the latch that last wrote it (format.go)
 //
 // Open and Recover use them; both hold raft.db's lock while they run.
 type stores struct {
@@ -30,6 +31,8 @@ type stores struct {
 	meta  *metadb.BoltMetaDB // the WAL's metadata: its own Close leaves it open, so we close it
 	snaps *raft.FileSnapshotStore
 	scan  walScan // the raft log as scanWAL verified it before raft-wal opened it
+	// format is format.json as it was found (checkFormat passed it).
+	format dirFormat
 	// lagging: check found raft.db's term ahead of the promise, so it did not hold the log
 	// to the promise's end.
 	lagging bool
@@ -37,12 +40,17 @@ type stores struct {
 
 // openStores opens (or creates) the stores in dir. On error it closes what it opened.
 // Unless lenient (latch recover), it refuses before raft-wal opens the log a missing tail
-// segment that held promised entries: raft-wal would create it empty.
+// segment that held promised entries: raft-wal would create it empty. First of all it
+// refuses a directory of a newer format (ErrDataDirNewer), before it opens a store.
 func openStores(dir string, base hclog.Logger, lenient bool) (*stores, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("raftnode: create data directory: %w", err)
 	}
-	st := &stores{dir: dir}
+	format, err := checkFormat(dir)
+	if err != nil {
+		return nil, err
+	}
+	st := &stores{dir: dir, format: format}
 	path := filepath.Join(dir, "raft.db")
 	if err := raftDBPresent(dir, path); err != nil {
 		return nil, err

@@ -39,6 +39,14 @@ func TestExitCodes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(damaged, "promised.json"), []byte("{}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A data directory a newer latch wrote in a format this one cannot read.
+	newer := filepath.Join(dir, "newer")
+	if err := os.MkdirAll(newer, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(newer, "format.json"), []byte(`{"format":99,"written_by":"v99.0.0"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	shared := writeSecretFile(t, dir, "shared", strings.Repeat("s", 40)) // one secret for two principals
 	// A server with a client secret and no admin credential: its lock calls are off.
 	off := startServer(t, nil, "--secret-file", writeSecretFile(t, dir, "client", clientSecretValue))
@@ -138,6 +146,8 @@ func TestExitCodes(t *testing.T) {
 		{"server extra argument", nil, []string{"server", "x"}, exitUsage},
 		{"server bad value", nil, []string{"server", "--max-conns", "many"}, exitUsage},
 		{"server damaged data dir", nil, []string{"server", "--mode", "cluster", "--id", "n1", "--data-dir", damaged, "--bootstrap",
+			"--raft-addr", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, exitLocalIO},
+		{"server data dir of a newer format", nil, []string{"server", "--mode", "cluster", "--id", "n1", "--data-dir", newer, "--bootstrap",
 			"--raft-addr", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, exitLocalIO},
 		{"server single with cluster flags", nil, []string{"server", "--mode", "single", "--id", "x", "--data-dir", filepath.Join(dir, "single"),
 			"--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, exitUsage},

@@ -11,15 +11,17 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/client/supervise"
+	"github.com/latchd/latch/cluster/buildinfo"
 )
 
-// version is set at build time: go build -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// The build's version, revision and date are set at build time in cluster/buildinfo
+// (make build, make release; its doc says how).
 
 func main() {
 	if supervise.IsGuard() { // latch run's guard process (client/supervise)
 		os.Exit(supervise.GuardMain())
 	}
+	cli.VersionPrinter = func(c *cli.Context) { buildinfo.Get().Write(c.App.Writer, false) } // latch --version
 	if err := newApp().Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "latch:", err)
 		os.Exit(exitCode(err))
@@ -30,7 +32,7 @@ func newApp() *cli.App {
 	return withUsage(&cli.App{
 		Name:    "latch",
 		Usage:   "a lock service with fencing tokens",
-		Version: version,
+		Version: buildinfo.Get().Version,
 		Commands: []*cli.Command{
 			serverCommand(),
 			acquireCommand(),
@@ -61,10 +63,10 @@ func exitCode(err error) int {
 func versionCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "version",
-		Usage: "print the version of this binary",
+		Usage: "print the version, revision, build date and Go version of this binary (as latch_build_info and /v1/status name them)",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print them as a JSON object"}},
 		Action: func(c *cli.Context) error {
-			fmt.Fprintf(c.App.Writer, "latch %s\n", version)
-			return nil
+			return buildinfo.Get().Write(c.App.Writer, c.Bool("json"))
 		},
 	}
 }

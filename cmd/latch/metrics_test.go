@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -86,10 +87,16 @@ func TestMetricsPassPromlintSingleMode(t *testing.T) {
 		`latch_frame_errors_total{reason="bad_key"} 0`,
 	)
 	labels := buildInfo(t, body)
-	for _, want := range []string{fmt.Sprintf("version=%q", testVersion), fmt.Sprintf("goversion=%q", runtime.Version()), `revision="`} {
+	for _, want := range []string{fmt.Sprintf("version=%q", testVersion), fmt.Sprintf("goversion=%q", runtime.Version()),
+		fmt.Sprintf("revision=%q", testRevision), fmt.Sprintf("date=%q", testDate)} {
 		if !strings.Contains(labels, want) {
 			t.Errorf("latch_build_info{%s lacks %s", labels, want)
 		}
+	}
+	var st struct{ Build map[string]string }
+	if code, body := httpGet(t, "http://"+p.http+"/v1/status"); code != 200 || json.Unmarshal([]byte(body), &st) != nil ||
+		st.Build["version"] != testVersion || st.Build["revision"] != testRevision || st.Build["date"] != testDate || st.Build["go"] != runtime.Version() {
+		t.Errorf("/v1/status: HTTP %d, build %v, want the build latch_build_info names", code, st.Build)
 	}
 	for _, gone := range []string{"latch_admission_keys_closed", `latch_frame_errors_total{reason="unavailable"}`, "latch_raft_"} {
 		if strings.Contains(body, gone) {

@@ -31,7 +31,7 @@ const prevRevEnv = "LATCH_PREV_REV"
 // revision 2 codec (c6e3b37): the build every node ran before those changes.
 const prevRevDefault = "653a820"
 
-// prevVersionPrefix starts the version the previous build is stamped with (-X main.version),
+// prevVersionPrefix starts the version the previous build is stamped with (stampFlags),
 // followed by its short hash: its "latch serving" line says which build a node runs.
 const prevVersionPrefix = "v0.0.0-prev-"
 
@@ -90,7 +90,7 @@ func buildPrev(rev string) (bin, version, skip string, err error) {
 	version = prevVersionPrefix + hash[:12]
 	dir := filepath.Join(os.TempDir(), "latch-prev-"+hash)
 	bin = filepath.Join(dir, "latch")
-	if got, err := exec.Command(bin, "version").Output(); err == nil && strings.TrimSpace(string(got)) == "latch "+version {
+	if got, err := exec.Command(bin, "version").Output(); err == nil && strings.SplitN(string(got), "\n", 2)[0] == "latch "+version {
 		return bin, version, "", nil // built by an earlier run
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -107,7 +107,7 @@ func buildPrev(rev string) (bin, version, skip string, err error) {
 	// Built next to the cached path, then renamed: a concurrent run or an interrupted build
 	// never leaves a partial binary where the next run looks.
 	tmp := fmt.Sprintf("%s.%d", bin, os.Getpid())
-	build := exec.Command("go", "build", "-ldflags", "-X main.version="+version, "-o", tmp, "./cmd/latch")
+	build := exec.Command("go", "build", "-ldflags", stampFlags(version, hash, "unknown"), "-o", tmp, "./cmd/latch")
 	build.Dir = src
 	build.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {

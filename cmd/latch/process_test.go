@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -26,6 +27,20 @@ var latchBin string
 
 const testVersion = "v0.0.0-test"
 
+// testRevision and testDate are what the test binary's build says of itself (buildinfo).
+const (
+	testRevision = "0123456789abcdef0123456789abcdef01234567"
+	testDate     = "2026-12-01T10:00:00Z"
+)
+
+// stampFlags are the -ldflags -X settings that give a build version, revision and date
+// (cluster/buildinfo). A build of a revision from before that package reads main.version,
+// which is set too: the linker ignores the settings of variables a build does not have.
+func stampFlags(version, revision, date string) string {
+	const pkg = "github.com/latchd/latch/cluster/buildinfo"
+	return fmt.Sprintf("-X main.version=%s -X %s.version=%s -X %s.revision=%s -X %s.date=%s", version, pkg, version, pkg, revision, pkg, date)
+}
+
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(floodEnv); spec != "" { // this process is a flood (flood_test.go)
 		os.Exit(floodMain(spec))
@@ -33,7 +48,7 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(chaosEnv); spec != "" { // this process runs a chaos lab (chaos_run_test.go)
 		os.Exit(chaosMain(spec))
 	}
-	os.Exit(clustertest.RunWithLatch(m, &latchBin, "-ldflags", "-X main.version="+testVersion))
+	os.Exit(clustertest.RunWithLatch(m, &latchBin, "-ldflags", stampFlags(testVersion, testRevision, testDate)))
 }
 
 // proc is a running latch server process.

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/latchd/latch/cluster"
+	"github.com/latchd/latch/cluster/buildinfo"
 	"github.com/latchd/latch/cluster/creds"
 	"github.com/latchd/latch/cluster/launch"
 	"github.com/latchd/latch/cluster/raftnode"
@@ -107,7 +108,7 @@ func runServer(c *cli.Context) error {
 		Member: launch.MemberFlags{ID: c.String("id"), DataDir: c.String("data-dir"), RaftAddr: c.String("raft-addr"), Advertise: c.String("advertise"),
 			InitialCluster: c.String("initial-cluster"), Join: c.String("join"), Bootstrap: c.Bool("bootstrap"),
 			AcceptLegacyPeers: c.Bool("accept-legacy-peers"), HoldLeases: c.Bool("hold-leases")},
-		Version: version, Logger: log,
+		Build: buildinfo.Get(), Logger: log,
 	}
 	if c.Bool("audit") {
 		cfg.Node.Audit = log.Named("audit")
@@ -120,7 +121,7 @@ func runServer(c *cli.Context) error {
 	switch {
 	case errors.Is(err, launch.ErrSettings):
 		return usageErr("server", "%v", err)
-	case errors.Is(err, raftnode.ErrDataDirBroken):
+	case errors.Is(err, raftnode.ErrDataDirBroken), errors.Is(err, raftnode.ErrDataDirNewer):
 		return cli.Exit("latch server: "+err.Error(), exitLocalIO)
 	case err != nil:
 		return err

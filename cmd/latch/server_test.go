@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -234,10 +236,19 @@ func TestLogsAreJSONLines(t *testing.T) {
 	}
 }
 
+// latch version and latch --version print the build the linker stamped (buildinfo), and
+// --json the same as /v1/status's "build".
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	code, out := run(t, nil, "version")
-	if code != 0 || strings.TrimSpace(out) != "latch "+testVersion {
-		t.Fatalf("latch version: exit %d, %q", code, out)
+	want := fmt.Sprintf("latch %s\nrevision  %s\nbuilt     %s\ngo        %s\n", testVersion, testRevision, testDate, runtime.Version())
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		if code, out := run(t, nil, args...); code != 0 || out != want {
+			t.Errorf("latch %s: exit %d, %q, want %q", args[0], code, out, want)
+		}
+	}
+	code, out := run(t, nil, "version", "--json")
+	wantJSON := fmt.Sprintf(`{"version":%q,"revision":%q,"date":%q,"go":%q}`+"\n", testVersion, testRevision, testDate, runtime.Version())
+	if code != 0 || out != wantJSON {
+		t.Errorf("latch version --json: exit %d, %q, want %q", code, out, wantJSON)
 	}
 }
