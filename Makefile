@@ -98,7 +98,8 @@ chaos:
 
 ## test-deploy: the deploy module (its own go.mod, so Kubernetes libraries stay out of latch):
 ## renders deploy/k8s with kustomize, decodes every object strictly into the API types, and
-## runs the StatefulSet's pod args as real processes on 127.0.0.19-24 (ports 7400-7402).
+## runs the StatefulSet's pod args as real processes on 127.0.0.19-24 (ports 7400-7402), and
+## checks the monitoring kit (deploy/monitoring: promtool, the dashboard, metric names).
 test-deploy:
 	cd deploy && $(GO) vet ./... && $$($(GO) -C .. tool -n staticcheck) ./... && $(GO) test -count=1 -timeout 10m ./...
 

@@ -152,6 +152,20 @@ func (m *Metrics) SetBuildInfo(b buildinfo.Info) {
 	m.Registry.MustRegister(g)
 }
 
+// RegisterReady registers latch_ready: 1 while ready returns nil (what the node's /readyz
+// answers), else 0, asked at every scrape. Call it once, with the function /readyz serves.
+func (m *Metrics) RegisterReady(ready func() error) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "latch_ready",
+		Help: "1 while the node is ready to serve (its /readyz answers 200), else 0.",
+	}, func() float64 {
+		if ready() != nil {
+			return 0
+		}
+		return 1
+	}))
+}
+
 // RegisterCommitLatency registers and returns the histogram of Raft commit latency, once
 // (cluster mode: raftnode.Config.CommitLatency observes into it).
 func (m *Metrics) RegisterCommitLatency() prometheus.Observer {

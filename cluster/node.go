@@ -257,7 +257,28 @@ func (n *Node) registerGauges() {
 		gauge("latch_last_token", "The last fencing token issued (the token floor before any grant).", func(s Stats) float64 { return float64(s.LastToken) }),
 		gateGauge{n},
 		gauge("latch_leading", "1 while this node decides requests (single mode: always).", func(s Stats) float64 { return b(s.Leading) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "latch_expiry_lag_seconds",
+			Help: "How long the earliest lease this node decides has been over without its expiry being applied or proposed (0 when none is; always 0 on a follower)."},
+			func() float64 { return n.ExpiryLag().Seconds() }),
 	)
+}
+
+// ExpiryLag is how long ago the earliest lease in the view ended without its expiry applied
+// (single mode) or proposed (cluster-mode leader): 0 when no lease is over, and on a node that
+// does not decide. A parked holder (its release or expiry in the log) does not count. The
+// single-mode sweep runs every expiry.SweepInterval, so up to that much is normal there; a
+// cluster leader's expiry timer keeps it near 0 unless its expiry lane is full.
+func (n *Node) ExpiryLag() time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.leading.Load() {
+		return 0
+	}
+	next, ok := n.view.held.Next()
+	if !ok {
+		return 0
+	}
+	return time.Duration(max(0, n.mono(n.clock.Now())-next))
 }
 
 // gateGauge is latch_admission_gate_closed{gate}: 1 while the gate refuses acquires, from one

@@ -55,6 +55,7 @@ func (m *Member) Serve(cfg ServeConfig) error {
 		}
 		return m.Ready()
 	}
+	m.Metrics().RegisterReady(ready)
 	// /v1/status names this node and its run (boot): a signed admin call is good for them
 	// only. It reveals no key names and no lock contents (docs/SECURITY.md).
 	opts := m.AdminOptions(cfg.Boot)

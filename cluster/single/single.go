@@ -147,6 +147,7 @@ func Start(cfg Config) (*Node, error) {
 	if hcfg.Logger == nil {
 		hcfg.Logger = log.Named("http")
 	}
+	cfg.Node.Metrics.RegisterReady(n.Ready)
 	n.hs, n.hln = admin.NewHTTPServer(admin.Handler(cfg.Node.Metrics.Registry, n.Ready, opts), n.hln, hcfg)
 	if cfg.HTTPTLS != nil {
 		n.hln = tls.NewListener(n.hln, cfg.HTTPTLS) // inside the cap, which counts TCP connections

@@ -85,6 +85,8 @@ func TestMetricsPassPromlintSingleMode(t *testing.T) {
 		`latch_release_latency_seconds_count 2`,
 		`latch_requests_refused_total{reason="unavailable"} 0`,
 		`latch_frame_errors_total{reason="bad_key"} 0`,
+		`latch_ready 1`,
+		`latch_expiry_lag_seconds 0`,
 	)
 	labels := buildInfo(t, body)
 	for _, want := range []string{fmt.Sprintf("version=%q", testVersion), fmt.Sprintf("goversion=%q", runtime.Version()),
@@ -126,7 +128,8 @@ func TestMetricsPassPromlintClusterMode(t *testing.T) {
 	c.ExpectOp(t, wire.OpRelease, 2)
 
 	leader := lintMetrics(t, tc.procs[l].http)
-	wantMetrics(t, leader, `latch_raft_last_contact_seconds 0`, `latch_release_latency_seconds_count 1`)
+	wantMetrics(t, leader, `latch_raft_last_contact_seconds 0`, `latch_release_latency_seconds_count 1`, `latch_ready 1`,
+		`latch_expiry_lag_seconds 0`)
 	if line := metricLine(leader, "latch_raft_commit_latency_seconds_count"); line == "" || strings.HasSuffix(line, " 0") {
 		t.Errorf("the leader's commit latency histogram is empty after a grant and a release: %q", line)
 	}
@@ -135,4 +138,5 @@ func TestMetricsPassPromlintClusterMode(t *testing.T) {
 	if line := metricLine(follower, "latch_raft_last_contact_seconds"); line == "" || strings.Contains(line, "-1") {
 		t.Errorf("follower's latch_raft_last_contact_seconds: %q, want a sample of seconds", line)
 	}
+	wantMetrics(t, follower, `latch_ready 1`, `latch_expiry_lag_seconds 0`)
 }
