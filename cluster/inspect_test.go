@@ -207,14 +207,10 @@ func TestAuditTrail(t *testing.T) {
 	h.n.Sweep()
 	h.n.ForceRelease([]byte("f"), 0, func(uint64, error) {})
 	var got []string
-	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-		var l map[string]any
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			t.Fatalf("line %q: %v", line, err)
-		}
+	for _, l := range jsonLines(t, buf.String()) {
 		got = append(got, fmt.Sprintf("%v %v %v %v %v", l["event"], l["key"], l["token"], l["result"], l["from"]))
 		if l["event"] == "grant" && l["lease"] == nil {
-			t.Fatalf("grant without its lease: %s", line)
+			t.Fatalf("grant without its lease: %v", l)
 		}
 	}
 	want := []string{
@@ -278,4 +274,18 @@ func BenchmarkLocksPage(b *testing.B) {
 			}
 		})
 	}
+}
+
+// jsonLines decodes a JSON logger's output, one object a line.
+func jsonLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var ls []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		ls = append(ls, l)
+	}
+	return ls
 }

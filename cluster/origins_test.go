@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -38,11 +37,7 @@ func TestAuditNamesOrigins(t *testing.T) {
 	h.n.ForceReleaseBy([]byte("a"), 0, Operator{Addr: "192.0.2.9:4000", Via: "n3", Cred: "admin secret 0123456789abcdef"}, func(uint64, error) {})
 
 	var got []string
-	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-		var l map[string]any
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			t.Fatalf("line %q: %v", line, err)
-		}
+	for _, l := range jsonLines(t, buf.String()) {
 		got = append(got, fmt.Sprintf("%v %v from=%v via=%v cred=%v", l["event"], l["key"], l["from"], l["via"], l["cred"]))
 	}
 	wantLines := []string{
