@@ -50,14 +50,22 @@ type filter struct {
 	malformedLog *ratelog.Limiter // members whose RPCs fail validate
 	refused      atomic.Uint64    // every refused RPC
 	malformed    atomic.Uint64    // the refused RPCs that failed validate
+	// amnesiac: this node started with no state and has not caught up (amnesia.go): it
+	// takes part in no election.
+	amnesiac    atomic.Bool
+	withheldLog *ratelog.Limiter // senders of election RPCs refused while amnesiac
 }
 
 // withPreVote is the filter over a transport that supports pre-vote; raft enables pre-vote
 // only if the transport it is given implements raft.WithPreVote.
 type withPreVote struct{ *filter }
 
-// RequestPreVote sends a pre-vote request through the real transport.
+// RequestPreVote sends a pre-vote request through the real transport, unless this node
+// withholds (amnesia.go).
 func (f withPreVote) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if f.amnesiac.Load() {
+		return errWithheld
+	}
 	return f.Transport.(raft.WithPreVote).RequestPreVote(id, target, args, resp)
 }
 
@@ -70,6 +78,7 @@ func newFilter(inner raft.Transport, m *members, log hclog.Logger) *filter {
 		log:          log,
 		refusals:     ratelog.New(refusalInterval, maxRefusalSources),
 		malformedLog: ratelog.New(refusalInterval, maxRefusalSources),
+		withheldLog:  ratelog.New(refusalInterval, maxRefusalSources),
 	}
 }
 
@@ -160,6 +169,10 @@ func (f *filter) admit(rpc raft.RPC) bool {
 	if err := validate(rpc.Command); err != nil {
 		f.malformed.Add(1)
 		f.refuse(rpc, string(idb), kind, err)
+		return false
+	}
+	if f.amnesiac.Load() && electionRPC(rpc.Command) {
+		f.withhold(rpc, string(idb), kind)
 		return false
 	}
 	return true

@@ -233,7 +233,9 @@ func Open(cfg Config) (*Node, error) {
 			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
 		}
 	default:
-		n.log.Info("no raft state and nothing to bootstrap: waiting to be added to a cluster", "id", cfg.ID, "addr", n.addr)
+		n.log.Info("no raft state and nothing to bootstrap: waiting to be added to a cluster, or to catch up with it "+
+			"before taking part in elections", "id", cfg.ID, "addr", n.addr)
+		n.filter.amnesiac.Store(true) // amnesia.go: perhaps a member whose disk was lost
 	}
 	if servers != nil {
 		n.log.Info("bootstrapping a new cluster", "servers", len(servers))
@@ -250,6 +252,9 @@ func Open(cfg Config) (*Node, error) {
 	n.members.start(r, n.stopMonitor)
 	n.filter.start()
 
+	if n.filter.amnesiac.Load() {
+		go n.awaitCaughtUp(n.stopMonitor)
+	}
 	go n.keepPromise()
 	go n.monitor()
 	go n.watchPeers(plog.st, n.stopMonitor)
