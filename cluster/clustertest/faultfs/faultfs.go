@@ -1,0 +1,331 @@
+package faultfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/latchd/latch/cluster/clustertest"
+)
+
+// FS is a mounted fault filesystem: Dir is the mount point, Backing the directory that
+// holds its files. Its methods may be called from any goroutine.
+type FS struct {
+	Dir     string
+	Backing string
+
+	fsyncErr atomic.Int32 // a syscall.Errno; 0: fsyncs succeed
+	delayMin atomic.Int64 // nanoseconds
+	delayMax atomic.Int64
+	fsyncs   atomic.Int64 // fsyncs asked for, failed ones included
+	failed   atomic.Int64 // fsyncs answered with fsyncErr
+
+	mu     sync.Mutex
+	files  map[uint64]*track // by the backing file's inode number
+	server *fuse.Server
+}
+
+// track is what a disk would hold of one file after a power loss, besides what it holds now.
+type track struct {
+	synced  int64  // the size as of its last successful fsync
+	undo    []undo // the bytes under [0, synced) overwritten since, oldest first
+	created bool   // created since Mount, and its name is not durable yet
+	dir     uint64 // the inode of the directory its name is in (when created)
+}
+
+// undo is a range's content before a write changed it.
+type undo struct {
+	off int64
+	old []byte
+}
+
+// Cut says what a PowerCut took away.
+type Cut struct {
+	Reverted []string // files put back to their last fsync (paths relative to Dir), with how much
+	Removed  []string // files whose names were never durable
+}
+
+func (c Cut) String() string {
+	return fmt.Sprintf("reverted %d files %v, removed %d %v", len(c.Reverted), c.Reverted, len(c.Removed), c.Removed)
+}
+
+// Available says why this machine cannot mount a fault filesystem ("" when it can).
+func Available() string {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return "no /dev/fuse (the fuse kernel module): " + err.Error()
+	}
+	if os.Geteuid() != 0 {
+		return "not root: the fault filesystem mounts with mount(2)"
+	}
+	for _, name := range []string{"fusermount3", "fusermount"} {
+		if _, err := exec.LookPath(name); err == nil {
+			return ""
+		}
+	}
+	return "no fusermount or fusermount3 (install fuse3)"
+}
+
+// Mount mounts a fault filesystem at dir (created if missing) over a new backing directory,
+// with no fault switched on, and unmounts it when the test ends. It skips the test when the
+// machine cannot mount one (Available), except under CI=true, where it fails.
+func Mount(t testing.TB, dir string) *FS {
+	t.Helper()
+	if why := Available(); why != "" {
+		clustertest.SkipUnlessCI(t, "a fault filesystem (FUSE) cannot be mounted here: "+why)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f := &FS{Dir: dir, Backing: t.TempDir(), files: map[uint64]*track{}}
+	if err := f.mount(); err != nil {
+		t.Fatalf("mount a fault filesystem at %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := f.unmount(5 * time.Second); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return f
+}
+
+func (f *FS) mount() error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(f.Backing, &st); err != nil {
+		return err
+	}
+	lr := &gofs.LoopbackRoot{Path: f.Backing, Dev: uint64(st.Dev)}
+	root := &node{LoopbackNode: &gofs.LoopbackNode{RootData: lr}, ffs: f}
+	lr.RootNode = root
+	server, err := gofs.Mount(f.Dir, root, &gofs.Options{MountOptions: fuse.MountOptions{
+		FsName:        "faultfs:" + f.Backing,
+		Name:          "faultfs",
+		DirectMount:   true, // root: mount(2) itself; fusermount is the fallback
+		DisableXAttrs: true,
+	}})
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.server = server
+	f.mu.Unlock()
+	return nil
+}
+
+// unmount unmounts, retrying while files are still open (a killed process's last releases
+// reach the filesystem after it is reaped), and falls back to a lazy unmount after d.
+func (f *FS) unmount(d time.Duration) error {
+	f.mu.Lock()
+	server := f.server
+	f.server = nil
+	f.mu.Unlock()
+	if server == nil {
+		return nil
+	}
+	var err error
+	for end := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
+		if err = server.Unmount(); err == nil {
+			return nil
+		}
+		if time.Now().After(end) {
+			break
+		}
+	}
+	for _, lazy := range [][]string{{"fusermount3", "-u", "-z"}, {"fusermount", "-u", "-z"}, {"umount", "-l"}} {
+		if exec.Command(lazy[0], append(lazy[1:], f.Dir)...).Run() == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// FailFsync makes every fsync and fdatasync answer errno from now on; 0 ends the fault.
+func (f *FS) FailFsync(errno syscall.Errno) { f.fsyncErr.Store(int32(errno)) }
+
+// DelayFsync makes every fsync sleep a random time in [min, max] first; zeros end it.
+func (f *FS) DelayFsync(min, max time.Duration) {
+	f.delayMin.Store(int64(min))
+	f.delayMax.Store(int64(max))
+}
+
+// Fsyncs is how many fsyncs were asked for since Mount, and how many of them failed.
+func (f *FS) Fsyncs() (all, failed int64) { return f.fsyncs.Load(), f.failed.Load() }
+
+// fault is called before each fsync: it sleeps the delay and returns the error to answer.
+func (f *FS) fault() syscall.Errno {
+	f.fsyncs.Add(1)
+	if lo, hi := f.delayMin.Load(), f.delayMax.Load(); hi > 0 {
+		d := lo
+		if hi > lo {
+			d += rand.Int64N(hi - lo + 1)
+		}
+		time.Sleep(time.Duration(d))
+	}
+	if e := syscall.Errno(f.fsyncErr.Load()); e != 0 {
+		f.failed.Add(1)
+		return e
+	}
+	return 0
+}
+
+// get returns the track of the file open as fd (inode ino), starting one with everything
+// it holds now counted as durable. Under mu.
+func (f *FS) get(fd int, ino uint64) *track {
+	tr := f.files[ino]
+	if tr == nil {
+		var st syscall.Stat_t
+		_ = syscall.Fstat(fd, &st)
+		tr = &track{synced: st.Size}
+		f.files[ino] = tr
+	}
+	return tr
+}
+
+// save keeps the bytes of [off, end) of the file open as fd that lie below its durable
+// size, before they change. Under mu.
+func (f *FS) save(fd int, tr *track, off, end int64) {
+	end = min(end, tr.synced)
+	if off >= end {
+		return
+	}
+	old := make([]byte, end-off)
+	n, err := syscall.Pread(fd, old, off)
+	if errors.Is(err, syscall.EBADF) { // opened write-only: read it through another descriptor
+		if r, oerr := os.Open(fmt.Sprintf("/proc/self/fd/%d", fd)); oerr == nil {
+			n, _ = r.ReadAt(old, off) // short at the file's end: the rest was never there
+			r.Close()
+		}
+	}
+	// A short read (the file is shorter than its durable size, after a truncation that is
+	// itself in the undo log) keeps what there was; the older record puts back the rest.
+	n = max(n, 0)
+	tr.undo = append(tr.undo, undo{off: off, old: old[:n]})
+}
+
+// changing records that [off, off+n) of the file open as fd (inode ino) is about to change.
+func (f *FS) changing(fd int, ino uint64, off, n int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.save(fd, f.get(fd, ino), off, off+n)
+}
+
+// truncating records that the file open as fd (inode ino) is about to get size size.
+func (f *FS) truncating(fd int, ino uint64, size int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tr := f.get(fd, ino)
+	f.save(fd, tr, size, tr.synced)
+}
+
+// created records a file created in the directory dir: its name is not durable yet.
+func (f *FS) created(ino, dir uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.files[ino] = &track{created: true, dir: dir}
+}
+
+// synced records a successful fsync of the file open as fd (inode ino): all it holds is
+// durable, its name too.
+func (f *FS) synced(fd int, ino uint64) {
+	var st syscall.Stat_t
+	_ = syscall.Fstat(fd, &st)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.files[ino] = &track{synced: st.Size}
+}
+
+// dirSynced records a successful fsync of the directory dir: the names in it are durable.
+func (f *FS) dirSynced(dir uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, tr := range f.files {
+		if tr.created && tr.dir == dir {
+			tr.created = false
+		}
+	}
+}
+
+// renamed records that the file ino is now named in the directory dir.
+func (f *FS) renamed(ino, dir uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if tr := f.files[ino]; tr != nil && tr.created {
+		tr.dir = dir
+	}
+}
+
+// PowerCut is a power loss: every file goes back to its content as of its last fsync, and
+// files whose names never became durable go (the model: doc.go). Every process with a file
+// open on the mount must be gone; PowerCut unmounts, reverts and mounts again.
+func (f *FS) PowerCut() (Cut, error) {
+	if err := f.unmount(10 * time.Second); err != nil {
+		return Cut{}, fmt.Errorf("unmount for the power cut (is a process still using %s?): %w", f.Dir, err)
+	}
+	cut, err := f.revert()
+	if err != nil {
+		return cut, err
+	}
+	return cut, f.mount()
+}
+
+// revert puts the backing directory back to what is durable, and forgets the tracks.
+func (f *FS) revert() (Cut, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var cut Cut
+	done := map[uint64]bool{}
+	err := filepath.WalkDir(f.Backing, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		ino := info.Sys().(*syscall.Stat_t).Ino
+		tr := f.files[ino]
+		if tr == nil || done[ino] {
+			return nil
+		}
+		done[ino] = true
+		rel, _ := filepath.Rel(f.Backing, path)
+		if tr.created {
+			cut.Removed = append(cut.Removed, rel)
+			return os.Remove(path)
+		}
+		if len(tr.undo) == 0 && info.Size() == tr.synced {
+			return nil
+		}
+		file, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		defer file.Close()
+		var bytes int
+		for _, u := range slices.Backward(tr.undo) {
+			if _, err := file.WriteAt(u.old, u.off); err != nil {
+				return err
+			}
+			bytes += len(u.old)
+		}
+		if err := file.Truncate(tr.synced); err != nil {
+			return err
+		}
+		cut.Reverted = append(cut.Reverted, fmt.Sprintf("%s (size %d -> %d, %d bytes put back)", rel, info.Size(), tr.synced, bytes))
+		return nil
+	})
+	f.files = map[uint64]*track{}
+	return cut, err
+}
