@@ -57,6 +57,7 @@ func (s promisedStable) SetUint64(key []byte, val uint64) error {
 
 func (s promisedStable) promise(fn func(p *promise)) error {
 	if err := s.k.change(fn); err != nil {
+		s.disk.stop.check("write the term and vote to "+promiseFile, err)
 		s.log.Error("cannot write the term and vote to the promise; raft.db holds them", "error", err)
 	}
 	return nil
@@ -124,9 +125,12 @@ func (l promisedLog) DeleteRange(min, max uint64) error {
 		p.LastIndex, p.LastTerm = end, term
 	})
 	if err := l.k.flushLocked(); err != nil {
+		l.disk.stop.check("lower the promise before clearing the log's tail", err)
 		return err
 	}
-	return l.LogStore.DeleteRange(min, max)
+	err = l.LogStore.DeleteRange(min, max)
+	l.disk.stop.check("clear the raft log's tail", err)
+	return err
 }
 
 // promisedSnapshots is the snapshot store as raft sees it: a snapshot that was written
@@ -180,6 +184,7 @@ func (s *promisedSink) Close() error {
 		}
 	})
 	if err != nil {
+		s.disk.stop.check("write the new snapshot to "+promiseFile, err)
 		s.log.Error("cannot write the new snapshot to the promise", "snapshot_index", s.index, "error", err)
 	}
 	return nil

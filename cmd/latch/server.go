@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -108,6 +109,9 @@ func runServer(c *cli.Context) error {
 			InitialCluster: c.String("initial-cluster"), Join: c.String("join"), Bootstrap: c.Bool("bootstrap"),
 			AcceptLegacyPeers: c.Bool("accept-legacy-peers"), HoldLeases: c.Bool("hold-leases")},
 		Version: version, Logger: log,
+		// A disk that failed a write or an fsync: raftnode has logged it; exit at once, with
+		// no other write (no drain, no leadership transfer, no promise written).
+		FailStop: func(error) { os.Exit(exitLocalIO) },
 	}
 	if c.Bool("audit") {
 		cfg.Node.Audit = log.Named("audit")
