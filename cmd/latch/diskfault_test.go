@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -152,4 +153,212 @@ func failedOf(f *faultfs.FS) int64 { _, failed := f.Fsyncs(); return failed }
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// hold acquires key through p with a long lease and keeps it (closing the connection does
+// not release a lock); it returns the token, recorded.
+func (s *tokens) hold(p *proc, key string) uint64 {
+	s.t.Helper()
+	c := p.dial(s.t)
+	defer c.Close()
+	r := c.Do(s.t, wiretest.Acquire(1, 5, 3600, key))
+	if r.Op != wire.OpAcquire {
+		s.t.Fatalf("hold %q: %s", key, wiretest.Describe(r))
+	}
+	s.granted(key, r.Token)
+	return r.Token
+}
+
+// stillHeld checks through p, after the fault, that every lock of held is held by the token
+// it was granted: an acquire of it does not get it, and a release with that token does.
+func (s *tokens) stillHeld(p *proc, held map[string]uint64) {
+	s.t.Helper()
+	c := p.dial(s.t)
+	defer c.Close()
+	for key, tok := range held {
+		if r := c.Do(s.t, wiretest.Acquire(2, 0, 30, key)); r.Op != wire.OpTimeout {
+			s.t.Fatalf("%q, granted token %d and leased for an hour, after the power cut: acquire answered %s, want held (T)",
+				key, tok, wiretest.Describe(r))
+		}
+		if r := c.Do(s.t, wiretest.Release(3, tok, key)); r.Op != wire.OpRelease {
+			s.t.Fatalf("%q after the power cut: release with its token %d answered %s: the grant was lost", key, tok, wiretest.Describe(r))
+		}
+	}
+}
+
+// load runs latch bench against every node (8 clients, bounded by --duration) until the
+// leader has committed entries more entries, so that the nodes are writing when the power
+// goes; stop kills it.
+func (tc *testCluster) load(t *testing.T, entries uint64) (stop func()) {
+	t.Helper()
+	var servers []string
+	for _, p := range tc.procs {
+		servers = append(servers, p.listen)
+	}
+	cmd, _, _ := start(t, nil, "bench", "--servers", strings.Join(servers, ","), "--clients", "8", "--keys", "8",
+		"--duration", "2m", "--warmup", "0s", "--wait", "5s")
+	l := tc.leader()
+	before, _ := tc.procs[l].logProgress()
+	clustertest.Eventually(t, time.Minute, fmt.Sprintf("the load commits %d entries", entries), func() bool {
+		s, ok := tc.procs[l].logProgress()
+		return ok && s.Raft.CommitIndex >= before.Raft.CommitIndex+entries
+	})
+	return func() { cmd.Process.Kill() }
+}
+
+// cutPower cuts the power of the given nodes at once: their disks stop (PowerOff), the
+// processes are killed (one may exit 74 first, on the EIO it met), and each disk keeps only
+// what was fsynced (PowerCut, logged).
+func (tc *testCluster) cutPower(t *testing.T, fss []*faultfs.FS, nodes ...int) {
+	t.Helper()
+	for _, i := range nodes {
+		fss[i].PowerOff()
+		_ = tc.procs[i].cmd.Process.Signal(syscall.SIGKILL) // it may have exited on the EIO already
+	}
+	for _, i := range nodes {
+		tc.procs[i].wait(t, 30*time.Second)
+		fss[i].DelayFsync(0, 0)
+		cut, err := fss[i].PowerCut()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("power cut on n%d: %s", i+1, cut)
+	}
+}
+
+// spawnAfterCut starts node i again after a power cut, without waiting; settle waits.
+func (tc *testCluster) spawnAfterCut(t *testing.T, i int) *proc {
+	t.Helper()
+	return spawnServer(t, nil, tc.args[i]...)
+}
+
+// settle waits until node i, spawned after a power cut, serves (it becomes tc.procs[i];
+// "" is returned) or refuses: then it must have exited 74 with the refusal line, returned.
+func (tc *testCluster) settle(t *testing.T, i int, p *proc) string {
+	t.Helper()
+	select {
+	case line := <-p.serving:
+		p.serving <- line // for awaitServing
+		p.awaitServing(t)
+		tc.procs[i] = p
+		return ""
+	case <-p.exited:
+		code := waitStatus(t, p.err)
+		last := tail(p.stderr.String(), 1)
+		if code != exitLocalIO || !strings.HasPrefix(last, refusalPrefix) {
+			t.Fatalf("n%d after the power cut: exit %d, want it to serve or to refuse with %d and %q:\n%s",
+				i+1, code, exitLocalIO, refusalPrefix, tail(p.stderr.String(), 10))
+		}
+		return last
+	case <-time.After(time.Minute):
+		t.Fatalf("n%d neither served nor refused within a minute of the power cut:\n%s", i+1, tail(p.stderr.String(), 10))
+	}
+	return ""
+}
+
+// rejoinEmpty does what a refusal says: the data directory moved aside (here: emptied),
+// the node started again with its usual flags, so that it rejoins and catches up.
+func (tc *testCluster) rejoinEmpty(t *testing.T, i int, fs *faultfs.FS) {
+	t.Helper()
+	entries, _ := os.ReadDir(fs.Dir)
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(fs.Dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc.procs[i] = startServer(t, nil, tc.args[i]...)
+}
+
+// TestDiskPowerCutOneNode: the power goes on one node (SIGKILL under load, then every write
+// it had not fsynced is gone): the leader's, then a follower's, then both again with its
+// fsyncs slowed to 50-150 ms (so that the kill finds a batch written and not yet synced).
+// It starts and catches up, or refuses with exit 74 and rejoins empty; either way no lock
+// granted and still leased is lost, and every token granted after is above every token
+// granted before.
+func TestDiskPowerCutOneNode(t *testing.T) {
+	clustertest.Slow(t, "starts three processes on FUSE mounts")
+	tc, fss := startFaultCluster(t, 3)
+	seen := newTokens(t)
+	for round, role := range []string{"leader", "follower", "leader", "follower"} {
+		l := tc.leader()
+		v := l
+		if role == "follower" {
+			v = (l + 1) % 3
+		}
+		slow := round >= 2
+		if slow {
+			fss[v].DelayFsync(50*time.Millisecond, 150*time.Millisecond)
+		}
+		other := (v + 1) % 3
+		seen.grants(tc.procs[other], fmt.Sprintf("cut1/%d/before/", round), 20)
+		held := map[string]uint64{}
+		for i := range 4 {
+			key := fmt.Sprintf("cut1/%d/held/%d", round, i)
+			held[key] = seen.hold(tc.procs[(v+i)%3], key) // through the victim too
+		}
+		began := time.Now()
+		stop := tc.load(t, map[bool]uint64{false: 200, true: 20}[slow]) // a slow leader commits ~10 a second
+		t.Logf("round %d: the %s n%d (slow fsync %v) under load after %v", round, role, v+1, slow, time.Since(began).Round(time.Millisecond))
+		tc.cutPower(t, fss, v)
+		stop()
+		if refused := tc.settle(t, v, tc.spawnAfterCut(t, v)); refused != "" {
+			t.Logf("round %d: n%d refused its data directory after the power cut: %s", round, v+1, refused)
+			tc.rejoinEmpty(t, v, fss[v])
+		} else {
+			t.Logf("round %d: n%d started from its data directory after the power cut", round, v+1)
+		}
+		l = tc.leader()
+		tc.caughtUp(t, v, l)
+		seen.stillHeld(tc.procs[v], held)
+		seen.grants(tc.procs[v], fmt.Sprintf("cut1/%d/after/", round), 10)
+		t.Logf("round %d: done after %v", round, time.Since(began).Round(time.Millisecond))
+	}
+}
+
+// TestDiskPowerCutAllNodes: the power goes on all three nodes at once, under load and with
+// their fsyncs slowed to 50-150 ms (so that each holds writes not yet synced). Each
+// starts from what it had fsynced, or refuses with exit 74; no lock granted and still leased
+// is lost, and tokens go on above every token granted before.
+func TestDiskPowerCutAllNodes(t *testing.T) {
+	clustertest.Slow(t, "starts three processes on FUSE mounts")
+	tc, fss := startFaultCluster(t, 3)
+	seen := newTokens(t)
+	l := tc.leader()
+	seen.grants(tc.procs[l], "cutall/before/", 20)
+	held := map[string]uint64{}
+	for i := range 6 {
+		key := fmt.Sprintf("cutall/held/%d", i)
+		held[key] = seen.hold(tc.procs[i%3], key)
+	}
+	for _, fs := range fss { // the kill finds batches written and not yet synced
+		fs.DelayFsync(50*time.Millisecond, 150*time.Millisecond)
+	}
+	stop := tc.load(t, 20)
+	tc.cutPower(t, fss, 0, 1, 2)
+	stop()
+	var spawned []*proc
+	for i := range tc.procs {
+		spawned = append(spawned, tc.spawnAfterCut(t, i))
+	}
+	var refused []int
+	for i, p := range spawned {
+		if line := tc.settle(t, i, p); line != "" {
+			t.Logf("n%d refused its data directory after the power cut: %s", i+1, line)
+			refused = append(refused, i)
+		} else {
+			t.Logf("n%d started from its data directory after the power cut", i+1)
+		}
+	}
+	if len(refused) > 1 {
+		t.Fatalf("%d of 3 nodes refused their data directories after one power cut: the cluster has no quorum", len(refused))
+	}
+	for _, i := range refused {
+		tc.rejoinEmpty(t, i, fss[i])
+	}
+	l = tc.leader()
+	for i := range tc.procs {
+		tc.caughtUp(t, i, l)
+	}
+	seen.stillHeld(tc.procs[(l+1)%3], held)
+	seen.grants(tc.procs[l], "cutall/after/", 10)
 }

@@ -30,6 +30,7 @@ type FS struct {
 	fsyncErr atomic.Int32 // a syscall.Errno; 0: fsyncs succeed
 	delayMin atomic.Int64 // nanoseconds
 	delayMax atomic.Int64
+	off      atomic.Bool  // PowerOff: nothing is written or synced any more
 	fsyncs   atomic.Int64 // fsyncs asked for, failed ones included
 	failed   atomic.Int64 // fsyncs answered with fsyncErr
 
@@ -173,6 +174,10 @@ func (f *FS) fault() syscall.Errno {
 		}
 		time.Sleep(time.Duration(d))
 	}
+	if f.off.Load() { // the power went while it slept: it never completes
+		f.failed.Add(1)
+		return syscall.EIO
+	}
 	if e := syscall.Errno(f.fsyncErr.Load()); e != 0 {
 		f.failed.Add(1)
 		return e
@@ -243,13 +248,18 @@ func (f *FS) synced(fd int, ino uint64) {
 	_ = syscall.Fstat(fd, &st)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.files[ino] = &track{synced: st.Size}
+	if !f.dead() { // else the power went before it completed
+		f.files[ino] = &track{synced: st.Size}
+	}
 }
 
 // dirSynced records a successful fsync of the directory dir: the names in it are durable.
 func (f *FS) dirSynced(dir uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.dead() {
+		return
+	}
 	for _, tr := range f.files {
 		if tr.created && tr.dir == dir {
 			tr.created = false
@@ -266,17 +276,30 @@ func (f *FS) renamed(ino, dir uint64) {
 	}
 }
 
+// PowerOff is the moment the power goes: from now on every write, fsync and change of a
+// name fails with EIO and changes nothing, also those already on their way (an fsync that
+// sleeps its DelayFsync never completes). Call it right before killing the processes that
+// use the mount (which may notice the EIO first), then PowerCut, which turns the power on
+// again. Without it, a request a killed process had sent still completes after the kill.
+func (f *FS) PowerOff() { f.off.Store(true) }
+
+// dead reports whether the power is off (then the caller answers EIO and does nothing).
+func (f *FS) dead() bool { return f.off.Load() }
+
 // PowerCut is a power loss: every file goes back to its content as of its last fsync, and
 // files whose names never became durable go (the model: doc.go). Every process with a file
-// open on the mount must be gone; PowerCut unmounts, reverts and mounts again.
+// open on the mount must be gone (PowerOff first, then kill them); PowerCut unmounts,
+// reverts, turns the power on and mounts again.
 func (f *FS) PowerCut() (Cut, error) {
 	if err := f.unmount(10 * time.Second); err != nil {
 		return Cut{}, fmt.Errorf("unmount for the power cut (is a process still using %s?): %w", f.Dir, err)
 	}
+	f.off.Store(true)
 	cut, err := f.revert()
 	if err != nil {
 		return cut, err
 	}
+	f.off.Store(false)
 	return cut, f.mount()
 }
 

@@ -196,3 +196,42 @@ func TestMmapAndPreallocation(t *testing.T) {
 		t.Fatalf("after the cut: size %d, %q, %q", len(b), b[4096:4102], b[8192:8199])
 	}
 }
+
+// PowerOff is the moment the power goes: an fsync sleeping its delay then never completes,
+// and nothing written after it reaches the disk.
+func TestPowerOffStopsWhatIsUnderWay(t *testing.T) {
+	f := Mount(t, filepath.Join(t.TempDir(), "mnt"))
+	path := filepath.Join(f.Dir, "log")
+	write(t, path, 0, "kept", true)
+	file, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if _, err := file.WriteAt([]byte(" in flight"), 4); err != nil {
+		t.Fatal(err)
+	}
+	f.DelayFsync(time.Second, time.Second)
+	synced := make(chan error, 1)
+	go func() { synced <- file.Sync() }()
+	time.Sleep(200 * time.Millisecond) // the fsync sleeps in the filesystem
+	f.PowerOff()
+	if err := <-synced; !errors.Is(err, syscall.EIO) {
+		t.Fatalf("an fsync under way when the power went: %v, want EIO", err)
+	}
+	if _, err := file.WriteAt([]byte("!"), 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("a write after the power went: %v, want EIO", err)
+	}
+	file.Close()
+	f.DelayFsync(0, 0)
+	if _, err := f.PowerCut(); err != nil {
+		t.Fatal(err)
+	}
+	if got := content(t, path); got != "kept" {
+		t.Fatalf("after the cut: %q, want what was synced before the power went", got)
+	}
+	write(t, path, 0, "K", true) // the power is back
+	if got := content(t, path); got != "Kept" {
+		t.Fatalf("a write after the cut: %q", got)
+	}
+}

@@ -24,6 +24,9 @@ var (
 	_ gofs.NodeFsyncer        = (*node)(nil)
 	_ gofs.NodeRenamer        = (*node)(nil)
 	_ gofs.NodeOpendirHandler = (*node)(nil)
+	_ gofs.NodeMkdirer        = (*node)(nil)
+	_ gofs.NodeUnlinker       = (*node)(nil)
+	_ gofs.NodeRmdirer        = (*node)(nil)
 )
 
 func (n *node) WrapChild(_ context.Context, ops gofs.InodeEmbedder) gofs.InodeEmbedder {
@@ -58,6 +61,9 @@ func (n *node) truncatingPath(path string, size int64) {
 }
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	if n.ffs.dead() {
+		return nil, nil, 0, syscall.EIO
+	}
 	p := filepath.Join(n.path(), name)
 	existed := inode(p) != 0
 	if existed && flags&syscall.O_TRUNC != 0 {
@@ -75,6 +81,9 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if flags&syscall.O_TRUNC != 0 && n.ffs.dead() {
+		return nil, 0, syscall.EIO
+	}
 	if flags&syscall.O_TRUNC != 0 {
 		n.truncatingPath(n.path(), 0)
 	}
@@ -86,6 +95,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 }
 
 func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if n.ffs.dead() {
+		return syscall.EIO
+	}
 	if f, ok := fh.(*file); ok {
 		fh = f.lf // the loopback file does the change; the size is recorded here
 	}
@@ -109,6 +121,9 @@ func (n *node) Fsync(ctx context.Context, fh gofs.FileHandle, flags uint32) sysc
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if n.ffs.dead() {
+		return syscall.EIO
+	}
 	if errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags); errno != 0 {
 		return errno
 	}
@@ -117,6 +132,29 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 		n.ffs.renamed(inode(filepath.Join(dir, newName)), inode(dir))
 	}
 	return 0
+}
+
+// Mkdir, Unlink and Rmdir are durable at once (doc.go); after PowerOff they fail.
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if n.ffs.dead() {
+		return nil, syscall.EIO
+	}
+	return n.LoopbackNode.Mkdir(ctx, name, mode, out)
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	if n.ffs.dead() {
+		return syscall.EIO
+	}
+	return n.LoopbackNode.Unlink(ctx, name)
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	if n.ffs.dead() {
+		return syscall.EIO
+	}
+	return n.LoopbackNode.Rmdir(ctx, name)
 }
 
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
@@ -181,6 +219,9 @@ func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult
 }
 
 func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if f.ffs.dead() {
+		return 0, syscall.EIO
+	}
 	f.ffs.changing(f.fd, f.ino, off, int64(len(data)))
 	return f.lf.Write(ctx, data, off)
 }
@@ -190,6 +231,9 @@ func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 }
 
 func (f *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if f.ffs.dead() {
+		return syscall.EIO
+	}
 	if size, ok := in.GetSize(); ok {
 		f.ffs.truncating(f.fd, f.ino, int64(size))
 	}
@@ -199,6 +243,9 @@ func (f *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOu
 // Allocate records the range a hole punch or zeroing changes; a plain allocation changes
 // no byte that was there.
 func (f *file) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	if f.ffs.dead() {
+		return syscall.EIO
+	}
 	const punchHole, zeroRange = 0x02, 0x10 // FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE
 	if mode&(punchHole|zeroRange) != 0 {
 		f.ffs.changing(f.fd, f.ino, int64(off), int64(size))
