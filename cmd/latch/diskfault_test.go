@@ -362,3 +362,84 @@ func TestDiskPowerCutAllNodes(t *testing.T) {
 	seen.stillHeld(tc.procs[(l+1)%3], held)
 	seen.grants(tc.procs[l], "cutall/after/", 10)
 }
+
+// metric is the value of the sample name (a full sample name, labels and all) in p's
+// /metrics, and whether it is there.
+func (p *proc) metric(name string) (float64, bool) {
+	_, body := httpGetQuiet(p.http + "/metrics")
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err == nil {
+				return f, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// terms is each live node's raft term.
+func (tc *testCluster) terms(t *testing.T) []uint64 {
+	t.Helper()
+	var out []uint64
+	for i, p := range tc.procs {
+		s, ok := p.logProgress()
+		if !ok {
+			t.Fatalf("no /v1/status from n%d", i+1)
+		}
+		out = append(out, s.Raft.Term)
+	}
+	return out
+}
+
+// TestDiskSlowFsync: every node's fsyncs take 100-200 ms. Commits get slow (each needs the
+// leader's sync and then a follower's), but heartbeats do not wait for the disk: no election
+// storm (the term grows by at most 2), and every grant is right. The commit latency is logged.
+func TestDiskSlowFsync(t *testing.T) {
+	clustertest.Slow(t, "starts three processes on FUSE mounts")
+	tc, fss := startFaultCluster(t, 3)
+	seen := newTokens(t)
+	l := tc.leader()
+	seen.grants(tc.procs[l], "slow/warm/", 10)
+	before := tc.terms(t)
+	for _, fs := range fss {
+		fs.DelayFsync(100*time.Millisecond, 200*time.Millisecond)
+	}
+	sum0, _ := tc.procs[l].metric("latch_raft_commit_latency_seconds_sum")
+	n0, _ := tc.procs[l].metric("latch_raft_commit_latency_seconds_count")
+	stop := tc.load(t, 20) // 8 clients besides the test's own, for 20 entries at least
+	const grants = 20
+	began := time.Now()
+	var slowest time.Duration
+	for i := range grants { // bounded: 20 grants, each retried for 30 s at most
+		start := time.Now()
+		seen.grants(tc.procs[i%3], fmt.Sprintf("slow/%d/", i), 1)
+		slowest = max(slowest, time.Since(start))
+		if time.Since(began) > 3*time.Minute {
+			t.Fatalf("%d grants took more than 3 minutes with slow fsyncs", i)
+		}
+	}
+	took := time.Since(began)
+	stop()
+	held := map[string]uint64{"slow/held": seen.hold(tc.procs[(l+1)%3], "slow/held")}
+	sum1, _ := tc.procs[l].metric("latch_raft_commit_latency_seconds_sum")
+	n1, _ := tc.procs[l].metric("latch_raft_commit_latency_seconds_count")
+	after := tc.terms(t)
+	all, _ := fss[l].Fsyncs()
+	var mean time.Duration
+	if n1 > n0 {
+		mean = time.Duration((sum1 - sum0) / (n1 - n0) * float64(time.Second))
+	}
+	t.Logf("slow fsync (100-200 ms on every node): %d grants in %v (%v each, slowest %v with release); leader's commit latency %v mean over %.0f entries; terms %v -> %v; %d fsyncs on the leader's disk",
+		grants, took.Round(time.Millisecond), (took / grants).Round(time.Millisecond), slowest.Round(time.Millisecond),
+		mean.Round(time.Millisecond), n1-n0, before, after, all)
+	for i := range after {
+		if after[i] > before[i]+2 {
+			t.Fatalf("n%d's term went from %d to %d with slow fsyncs: an election storm", i+1, before[i], after[i])
+		}
+	}
+	for _, fs := range fss {
+		fs.DelayFsync(0, 0)
+	}
+	seen.stillHeld(tc.procs[tc.leader()], held)
+}
