@@ -11,7 +11,8 @@ import (
 )
 
 // ErrDiskFailed is what Config.FailStop is called with: the data directory failed a write
-// or an fsync with an I/O error.
+// or an fsync with an I/O error. Open returns it too, for a start whose reads or writes of
+// the data directory fail so (cmd/latch exits 74 for both).
 var ErrDiskFailed = errors.New("the data directory's disk failed")
 
 // failStop ends the node when its disk fails (fail-stop, as PostgreSQL and etcd learned to).

@@ -62,3 +62,16 @@ func TestFailStopCheck(t *testing.T) {
 		t.Fatalf("logged %d times:\n%s", n, logged.String())
 	}
 }
+
+// A start that meets a failing disk says so (ErrDiskFailed, the disk first in the way back),
+// not that the files are damaged.
+func TestBrokenByADiskFailure(t *testing.T) {
+	err := broken("/data", "open /data/raft.db", &os.PathError{Op: "open", Path: "/data/raft.db", Err: syscall.EIO})
+	if !errors.Is(err, ErrDiskFailed) || errors.Is(err, ErrDataDirBroken) || !strings.Contains(err.Error(), "repair or replace it") {
+		t.Fatalf("broken by EIO: %v", err)
+	}
+	err = broken("/data", "open /data/raft.db", errors.New("invalid database"))
+	if !errors.Is(err, ErrDataDirBroken) || errors.Is(err, ErrDiskFailed) {
+		t.Fatalf("broken by damage: %v", err)
+	}
+}

@@ -211,6 +211,9 @@ func Open(cfg Config) (*Node, error) {
 	// written now, so that a directory from an older latch gets one at its first start.
 	n.promise = newKeeper(cfg.DataDir, start.cur)
 	if err := n.promise.flush(); err != nil {
+		if diskFailed(err) {
+			err = broken(cfg.DataDir, "write "+promiseFile, err)
+		}
 		return fail(err)
 	}
 	n.stop = failStop{log: n.log, hook: cfg.FailStop}

@@ -139,6 +139,15 @@ func TestDiskFsyncEIOFailStops(t *testing.T) {
 		tc.leader(v)
 		seen.grants(tc.procs[other], fmt.Sprintf("eio/%d/without/", round), 20)
 
+		// Started again on the failing disk, it refuses at once, exit 74, naming the fsync.
+		p := spawnServer(t, nil, tc.args[v]...)
+		if code := p.wait(t, time.Minute); code != exitLocalIO || !strings.Contains(p.stderr.String(), "input/output error") ||
+			!strings.HasPrefix(tail(p.stderr.String(), 1), "latch server: the data directory's disk failed: ") ||
+			!strings.Contains(p.stderr.String(), "repair or replace it") {
+			t.Fatalf("started on a disk whose fsyncs fail: exit %d, want %d naming the EIO:\n%s", code, exitLocalIO, tail(p.stderr.String(), 5))
+		}
+		t.Logf("started on the failing disk: exit 74, %s", tail(p.stderr.String(), 1))
+
 		fss[v].FailFsync(0)
 		tc.procs[v] = startServer(t, nil, tc.args[v]...)
 		l = tc.leader()

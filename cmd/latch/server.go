@@ -124,7 +124,7 @@ func runServer(c *cli.Context) error {
 	switch {
 	case errors.Is(err, launch.ErrSettings):
 		return usageErr("server", "%v", err)
-	case errors.Is(err, raftnode.ErrDataDirBroken):
+	case errors.Is(err, raftnode.ErrDataDirBroken), errors.Is(err, raftnode.ErrDiskFailed):
 		return cli.Exit("latch server: "+err.Error(), exitLocalIO)
 	case err != nil:
 		return err
