@@ -406,10 +406,12 @@ func (tc *testCluster) terms(t *testing.T) []uint64 {
 // storm (the term grows by at most 2), and every grant is right. The commit latency is logged.
 func TestDiskSlowFsync(t *testing.T) {
 	clustertest.Slow(t, "starts three processes on FUSE mounts")
+	t0 := time.Now()
 	tc, fss := startFaultCluster(t, 3)
 	seen := newTokens(t)
 	l := tc.leader()
 	seen.grants(tc.procs[l], "slow/warm/", 10)
+	t.Logf("started and warmed up in %v", time.Since(t0).Round(time.Millisecond))
 	before := tc.terms(t)
 	for _, fs := range fss {
 		fs.DelayFsync(100*time.Millisecond, 200*time.Millisecond)
@@ -417,6 +419,7 @@ func TestDiskSlowFsync(t *testing.T) {
 	sum0, _ := tc.procs[l].metric("latch_raft_commit_latency_seconds_sum")
 	n0, _ := tc.procs[l].metric("latch_raft_commit_latency_seconds_count")
 	stop := tc.load(t, 20) // 8 clients besides the test's own, for 20 entries at least
+	t.Logf("under load with slow fsyncs after %v", time.Since(t0).Round(time.Millisecond))
 	const grants = 20
 	began := time.Now()
 	var slowest time.Duration
@@ -451,4 +454,5 @@ func TestDiskSlowFsync(t *testing.T) {
 		fs.DelayFsync(0, 0)
 	}
 	seen.stillHeld(tc.procs[tc.leader()], held)
+	t.Logf("done after %v", time.Since(t0).Round(time.Millisecond))
 }

@@ -95,8 +95,12 @@ func Mount(t testing.TB, dir string) *FS {
 		t.Fatalf("mount a fault filesystem at %s: %v", dir, err)
 	}
 	t.Cleanup(func() {
+		began := time.Now()
 		if err := f.unmount(5 * time.Second); err != nil {
 			t.Errorf("unmount %s: %v", dir, err)
+		}
+		if d := time.Since(began); d > time.Second {
+			t.Logf("unmounting %s took %v", dir, d.Round(time.Millisecond))
 		}
 	})
 	return f
