@@ -24,6 +24,8 @@
 //     directory it is in has been fsynced after the create (what ext4 and XFS do: an fsync
 //     of a new file commits its directory entry in the same journal transaction). A file
 //     whose name never became durable is removed by PowerCut, whatever its data.
+//     StrictNames(true) takes POSIX's letter instead: only an fsync of the directory makes
+//     a new name durable.
 //   - Everything else that changes names is durable at once: mkdir, rmdir, rename, unlink,
 //     link, symlink, as if the filesystem journalled each in order and committed at once.
 //     This is the optimistic part: a rename that a power cut would undo on a filesystem

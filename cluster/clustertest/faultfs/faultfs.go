@@ -31,6 +31,7 @@ type FS struct {
 	delayMin atomic.Int64 // nanoseconds
 	delayMax atomic.Int64
 	off      atomic.Bool  // PowerOff: nothing is written or synced any more
+	strict   atomic.Bool  // StrictNames: a new name is durable at its directory's fsync only
 	fsyncs   atomic.Int64 // fsyncs asked for, failed ones included
 	failed   atomic.Int64 // fsyncs answered with fsyncErr
 
@@ -252,10 +253,20 @@ func (f *FS) synced(fd int, ino uint64) {
 	_ = syscall.Fstat(fd, &st)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.dead() { // else the power went before it completed
-		f.files[ino] = &track{synced: st.Size}
+	if f.dead() { // the power went before it completed
+		return
 	}
+	tr := &track{synced: st.Size}
+	if old := f.files[ino]; old != nil && old.created && f.strict.Load() {
+		tr.created, tr.dir = true, old.dir
+	}
+	f.files[ino] = tr
 }
+
+// StrictNames switches to POSIX's letter for new names: a file created from now on keeps
+// its name through a power cut only once its directory was fsynced after the create (an
+// fsync of the file itself does not do it, as it does on ext4 and XFS). Off by default.
+func (f *FS) StrictNames(on bool) { f.strict.Store(on) }
 
 // dirSynced records a successful fsync of the directory dir: the names in it are durable.
 func (f *FS) dirSynced(dir uint64) {

@@ -235,3 +235,30 @@ func TestPowerOffStopsWhatIsUnderWay(t *testing.T) {
 		t.Fatalf("a write after the cut: %q", got)
 	}
 }
+
+// With StrictNames, a new file's own fsync keeps its data but not its name; its directory's
+// fsync keeps the name.
+func TestStrictNames(t *testing.T) {
+	f := Mount(t, filepath.Join(t.TempDir(), "mnt"))
+	f.StrictNames(true)
+	if err := os.Mkdir(filepath.Join(f.Dir, "a"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(f.Dir, "b"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(f.Dir, "a", "f"), 0, "synced, its dir not", true)
+	write(t, filepath.Join(f.Dir, "b", "f"), 0, "both synced", true)
+	if err := syncDir(t, filepath.Join(f.Dir, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.PowerCut(); err != nil {
+		t.Fatal(err)
+	}
+	if got := content(t, filepath.Join(f.Dir, "a", "f")); got != "(missing)" {
+		t.Errorf("a/f after the cut: %q, want it gone", got)
+	}
+	if got := content(t, filepath.Join(f.Dir, "b", "f")); got != "both synced" {
+		t.Errorf("b/f after the cut: %q", got)
+	}
+}
