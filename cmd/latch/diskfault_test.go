@@ -279,7 +279,7 @@ func (tc *testCluster) rejoinEmpty(t *testing.T, i int, fs *faultfs.FS) {
 }
 
 // TestDiskPowerCutOneNode: the power goes on one node (SIGKILL under load, then every write
-// it had not fsynced is gone): the leader's, then a follower's, then both again with its
+// it had not fsynced is gone, and every new name whose directory was not fsynced): the leader's, then a follower's, then both again with its
 // fsyncs slowed to 50-150 ms (so that the kill finds a batch written and not yet synced).
 // It starts and catches up, or refuses with exit 74 and rejoins empty; either way no lock
 // granted and still leased is lost, and every token granted after is above every token
@@ -287,6 +287,9 @@ func (tc *testCluster) rejoinEmpty(t *testing.T, i int, fs *faultfs.FS) {
 func TestDiskPowerCutOneNode(t *testing.T) {
 	clustertest.Slow(t, "starts three processes on FUSE mounts")
 	tc, fss := startFaultCluster(t, 3)
+	for _, fs := range fss {
+		fs.StrictNames(true) // POSIX's letter: the stricter model
+	}
 	seen := newTokens(t)
 	for round, role := range []string{"leader", "follower", "leader", "follower"} {
 		l := tc.leader()
@@ -331,6 +334,9 @@ func TestDiskPowerCutOneNode(t *testing.T) {
 func TestDiskPowerCutAllNodes(t *testing.T) {
 	clustertest.Slow(t, "starts three processes on FUSE mounts")
 	tc, fss := startFaultCluster(t, 3)
+	for _, fs := range fss {
+		fs.StrictNames(true) // POSIX's letter: the stricter model
+	}
 	seen := newTokens(t)
 	l := tc.leader()
 	seen.grants(tc.procs[l], "cutall/before/", 20)
