@@ -93,7 +93,7 @@ func (s *tokens) grants(p *proc, prefix string, n int) uint64 {
 	return s.last
 }
 
-// exited reports whether p has exited.
+// hasExited reports whether p has exited.
 func (p *proc) hasExited() bool {
 	select {
 	case <-p.exited:

@@ -17,6 +17,7 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/latchd/latch/cluster/clustertest"
 )
@@ -38,6 +39,7 @@ type FS struct {
 	mu     sync.Mutex
 	files  map[uint64]*track // by the backing file's inode number
 	server *fuse.Server
+	conn   uint32 // the FUSE connection's number (/sys/fs/fuse/connections/N)
 }
 
 // track is what a disk would hold of one file after a power loss, besides what it holds now.
@@ -124,37 +126,76 @@ func (f *FS) mount() error {
 	if err != nil {
 		return err
 	}
+	var mst syscall.Stat_t
+	if err := syscall.Stat(f.Dir, &mst); err != nil {
+		_ = server.Unmount()
+		return err
+	}
 	f.mu.Lock()
-	f.server = server
+	f.server, f.conn = server, unix.Minor(mst.Dev) // a FUSE mount's device: major 0, minor the connection
 	f.mu.Unlock()
 	return nil
 }
 
 // unmount unmounts, retrying while files are still open (a killed process's last releases
 // reach the filesystem after it is reaped), and falls back to a lazy unmount after d.
+//
+// go-fuse's Unmount returns once its request loops end, which is when the kernel drops the
+// connection. A process in another mount namespace (ip netns exec, which other tests on
+// the machine run) holds a copy of every mount there was when it started, and keeps the
+// connection alive after our unmount for as long as it runs. So when Unmount has not
+// returned within 2 s, the connection is aborted (fusectl's abort file): nothing may use the
+// mount any more (the caller made sure), the copies then answer ENOTCONN, and the loops end.
 func (f *FS) unmount(d time.Duration) error {
 	f.mu.Lock()
-	server := f.server
+	server, conn := f.server, f.conn
 	f.server = nil
 	f.mu.Unlock()
 	if server == nil {
 		return nil
 	}
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for end := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
+			if err = server.Unmount(); err == nil || time.Now().After(end) {
+				break
+			}
+		}
+		done <- err
+	}()
 	var err error
-	for end := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
-		if err = server.Unmount(); err == nil {
-			return nil
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Second):
+		abort(conn)
+		select {
+		case err = <-done:
+		case <-time.After(d + 5*time.Second):
+			return fmt.Errorf("the FUSE connection %d did not end after its abort", conn)
 		}
-		if time.Now().After(end) {
-			break
-		}
+	}
+	if err == nil {
+		return nil
 	}
 	for _, lazy := range [][]string{{"fusermount3", "-u", "-z"}, {"fusermount", "-u", "-z"}, {"umount", "-l"}} {
 		if exec.Command(lazy[0], append(lazy[1:], f.Dir)...).Run() == nil {
+			abort(conn)
 			return nil
 		}
 	}
 	return err
+}
+
+// abort aborts FUSE connection conn, mounting fusectl at /sys/fs/fuse/connections first if
+// it is not there.
+func abort(conn uint32) {
+	const ctl = "/sys/fs/fuse/connections"
+	path := fmt.Sprintf("%s/%d/abort", ctl, conn)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		_ = syscall.Mount("fusectl", ctl, "fusectl", 0, "")
+	}
+	_ = os.WriteFile(path, []byte("1"), 0o200)
 }
 
 // FailFsync makes every fsync and fdatasync answer errno from now on; 0 ends the fault.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -260,5 +261,32 @@ func TestStrictNames(t *testing.T) {
 	}
 	if got := content(t, filepath.Join(f.Dir, "b", "f")); got != "both synced" {
 		t.Errorf("b/f after the cut: %q", got)
+	}
+}
+
+// A process in another mount namespace holds a copy of the mount (ip netns exec does that);
+// unmounting and a power cut still end within seconds.
+func TestUnmountWithACopyInAnotherNamespace(t *testing.T) {
+	f := Mount(t, filepath.Join(t.TempDir(), "mnt"))
+	write(t, filepath.Join(f.Dir, "x"), 0, "x", true)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare(1)")
+	}
+	copyHolder := exec.Command("unshare", "--mount", "sleep", "60")
+	if err := copyHolder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { copyHolder.Process.Kill(); copyHolder.Wait() }()
+	time.Sleep(300 * time.Millisecond) // the namespace is made, with its copy of the mount
+	began := time.Now()
+	if _, err := f.PowerCut(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(began); d > 20*time.Second {
+		t.Fatalf("a power cut took %v with a copy of the mount elsewhere", d)
+	}
+	t.Logf("power cut with a copy of the mount in another namespace: %v", time.Since(began).Round(time.Millisecond))
+	if got := content(t, filepath.Join(f.Dir, "x")); got != "x" {
+		t.Fatalf("after the cut: %q", got)
 	}
 }
