@@ -9,7 +9,7 @@
 //     errno (syscall.EIO) until FailFsync(0). Nothing becomes durable by a failed fsync; the
 //     writes before it stay readable, as they do in a kernel's page cache.
 //   - DelayFsync(min, max): every fsync first sleeps a random time in [min, max].
-//   - PowerCut(): the machine loses power. See the model below.
+//   - PowerOff() then PowerCut(): the machine loses power. See the model below.
 //
 // # What PowerCut models, exactly
 //
@@ -38,9 +38,13 @@
 //   - A failed fsync (FailFsync) makes nothing durable; the data it did not sync is lost by
 //     the next PowerCut unless a later fsync succeeds.
 //
-// PowerCut needs every process that has files open on the mount gone (SIGKILL them first,
-// as the power cut does): it unmounts (a reboot drops the page cache), puts the backing
-// directory back as above, and mounts again at the same place.
+// PowerOff is the moment of the cut: from then on every write, fsync and name change fails
+// with EIO and changes nothing, an fsync still sleeping its delay included. PowerCut needs
+// every process that has files open on the mount gone (PowerOff, then SIGKILL them): it
+// unmounts (a reboot drops the page cache), puts the backing directory back as above, and
+// mounts again at the same place. An unmount that a copy of the mount in another mount
+// namespace keeps from ending (ip netns exec copies every mount) is ended after 2 s by
+// aborting the FUSE connection (fusectl, mounted at /sys/fs/fuse/connections if need be).
 //
 // # Where it runs
 //
