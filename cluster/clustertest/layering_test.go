@@ -51,7 +51,7 @@ var layers = []layer{
 }
 
 // testOnly are imported by _test.go files (and by one another) only.
-var testOnly = []string{"cluster/clustertest", "cluster/clustertest/history", "cluster/clustertest/procstat", "cluster/servertest", "cluster/rafttest", "cluster/behaviour"}
+var testOnly = []string{"cluster/clustertest", "cluster/clustertest/history", "cluster/clustertest/procstat", "cluster/clustertest/faultfs", "cluster/servertest", "cluster/rafttest", "cluster/behaviour"}
 
 type listed struct {
 	ImportPath string

@@ -6,7 +6,8 @@
 // readiness and its order of stop; launch only chooses and wires.
 //
 // What it must never do: parse flags, handle signals or choose exit codes (cmd/latch does,
-// mapping ErrSettings and raftnode.ErrDataDirBroken), or decide a lock request.
+// mapping ErrSettings and raftnode.ErrDataDirBroken, and giving Config.FailStop), or decide a
+// lock request.
 package launch
 
 import (
@@ -62,6 +63,9 @@ type Config struct {
 	// line, and in cluster mode the data directory's format.json.
 	Build  buildinfo.Info
 	Logger hclog.Logger
+	// FailStop ends the process when a cluster member's data directory fails a write or an
+	// fsync (raftnode.Config.FailStop: it must not return). Ignored in single mode.
+	FailStop func(error)
 }
 
 // MemberFlags are the settings only cluster mode reads.
@@ -174,6 +178,7 @@ func memberConfig(cfg Config, log hclog.Logger, cred creds.Secrets, tlsCfg creds
 	m.Raft.ID, m.Raft.DataDir, m.Raft.Advertise = f.ID, f.DataDir, f.Advertise
 	m.Build = cfg.Build
 	m.Raft.Bootstrap, m.Raft.InitialCluster = f.Bootstrap, initial
+	m.Raft.FailStop = cfg.FailStop
 	// The peer port takes the peer secrets only: the client secret opens none of it.
 	m.Peer.Secrets, m.Peer.TLS, m.Peer.ClientTLS = cred.Peer, tlsCfg.Peer, tlsCfg.Dial
 	m.Listen, m.Join, m.JoinTLS = f.RaftAddr, f.Join, tlsCfg.Admin

@@ -24,8 +24,14 @@ func wayBack(dir string) string {
 		"or restore a backup with `latch snapshot restore`", dir)
 }
 
-// broken wraps cause as ErrDataDirBroken for dir, naming what failed and the way back.
+// broken wraps cause as ErrDataDirBroken for dir, naming what failed and the way back; a
+// cause that says the disk failed (diskFailed: EIO, EROFS, a failed fsync) is ErrDiskFailed
+// instead, whose way back starts with the disk.
 func broken(dir, what string, cause error) error {
+	if diskFailed(cause) {
+		return fmt.Errorf("%w: %s: %w; the disk under %s fails its reads, writes or syncs: repair or replace it and start "+
+			"the node again (every start checks the data directory); if the data went with the disk, %s", ErrDiskFailed, what, cause, dir, wayBack(dir))
+	}
 	return fmt.Errorf("%w: %s: %w; %s", ErrDataDirBroken, what, cause, wayBack(dir))
 }
 

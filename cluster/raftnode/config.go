@@ -179,6 +179,14 @@ type Config struct {
 	// Nil: no member is asked, and such a member must be wiped and added again.
 	Vouch func(ctx context.Context, id string, members []Peer) (addr string, ok bool)
 
+	// FailStop is called, at most once and on the goroutine whose write failed, when the
+	// data directory fails a write or an fsync with an I/O error (ErrDiskFailed wrapping it:
+	// EIO, EROFS, or any failed fsync; a full disk is not one). After a failed fsync the
+	// node's log and votes can no longer be trusted, so FailStop must end the process at
+	// once, without another write (cmd/latch exits 74). It must not return; nil (and a
+	// FailStop that returns) panics with the error. failstop.go says why.
+	FailStop func(error)
+
 	// LeaderCommit, if set, asks the leader (its ID and advertised address) for its commit
 	// index (the leader answers with Node.LeaderCommit), for Ready on a follower: a follower
 	// is ready once it has applied what the leader had committed when asked. It runs on a

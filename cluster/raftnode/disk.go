@@ -26,7 +26,8 @@ import (
 // or a snapshot that was written whole: a promise file's few bytes may still fit on a disk
 // that cannot take a log segment.
 type diskFull struct {
-	log hclog.Logger
+	log  hclog.Logger
+	stop *failStop // a failed write that is no full disk may stop the node (failstop.go)
 
 	full atomic.Bool // err != nil: lets an append that succeeds skip mu (every append calls wrote)
 
@@ -41,7 +42,9 @@ func noSpace(err error) bool {
 }
 
 // failed records a write of what that failed with err; it returns err.
+// An I/O error or a failed fsync does not return: it stops the node (failStop).
 func (d *diskFull) failed(what string, err error) error {
+	d.stop.check(what, err)
 	if err == nil || !noSpace(err) {
 		return err
 	}

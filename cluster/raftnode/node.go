@@ -30,6 +30,7 @@ type Node struct {
 	walMeta *metadb.BoltMetaDB    // the WAL's metadata; closed after it
 	trans   raft.Transport        // the real transport, under filter
 	disk    diskFull              // whether the data dir ran out of space (disk.go)
+	stop    failStop              // stops the node when its disk fails (failstop.go)
 	filter  *filter               // what raft runs on: drops RPCs from outside the configuration
 	members members               // the configuration the filter and CheckPeer check against
 	addr    string                // Advertise, resolved
@@ -210,12 +211,16 @@ func Open(cfg Config) (*Node, error) {
 	// written now, so that a directory from an older latch gets one at its first start.
 	n.promise = newKeeper(cfg.DataDir, start.cur)
 	if err := n.promise.flush(); err != nil {
+		if diskFailed(err) {
+			err = broken(cfg.DataDir, "write "+promiseFile, err)
+		}
 		return fail(err)
 	}
 	if err := recordFormat(cfg.DataDir, st.format, cfg.Version); err != nil {
 		return fail(err)
 	}
-	n.disk.log = n.log
+	n.stop = failStop{log: n.log, hook: cfg.FailStop}
+	n.disk.log, n.disk.stop = n.log, &n.stop
 	logs, err := raft.NewLogCache(logCacheSize, promisedLog{LogStore: wlog, k: n.promise, disk: &n.disk})
 	if err != nil {
 		return fail(fmt.Errorf("raftnode: log cache: %w", err))
@@ -389,7 +394,9 @@ func (n *Node) keepPromise() {
 		case <-n.promiseStop:
 			return
 		case <-t.C:
-			if err := n.promise.flush(); err != nil && time.Since(lastLogged) >= time.Minute {
+			err := n.promise.flush()
+			n.stop.check("write "+promiseFile, err)
+			if err != nil && time.Since(lastLogged) >= time.Minute {
 				n.log.Error("cannot write the promise; a damaged log may go unnoticed at the next start", "error", err)
 				lastLogged = time.Now()
 			}

@@ -3,6 +3,7 @@ package raftnode
 import (
 	"bytes"
 	"io"
+	"path/filepath"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -57,6 +58,7 @@ func (s promisedStable) SetUint64(key []byte, val uint64) error {
 
 func (s promisedStable) promise(fn func(p *promise)) error {
 	if err := s.k.change(fn); err != nil {
+		s.disk.stop.check("write the term and vote to "+promiseFile, err)
 		s.log.Error("cannot write the term and vote to the promise; raft.db holds them", "error", err)
 	}
 	return nil
@@ -124,9 +126,12 @@ func (l promisedLog) DeleteRange(min, max uint64) error {
 		p.LastIndex, p.LastTerm = end, term
 	})
 	if err := l.k.flushLocked(); err != nil {
+		l.disk.stop.check("lower the promise before clearing the log's tail", err)
 		return err
 	}
-	return l.LogStore.DeleteRange(min, max)
+	err = l.LogStore.DeleteRange(min, max)
+	l.disk.stop.check("clear the raft log's tail", err)
+	return err
 }
 
 // promisedSnapshots is the snapshot store as raft sees it: a snapshot that was written
@@ -158,20 +163,32 @@ func (s promisedSnapshots) Create(version raft.SnapshotVersion, index, term uint
 	if err != nil {
 		return nil, s.disk.failed("create a snapshot", err)
 	}
-	return &promisedSink{SnapshotSink: sink, k: s.k, log: s.log, disk: s.disk, index: index, term: term}, nil
+	return &promisedSink{SnapshotSink: sink, k: s.k, log: s.log, disk: s.disk, dir: s.dir, index: index, term: term}, nil
 }
 
+// promisedSink's Close also fsyncs the snapshot's own directory. raft's file store fsyncs
+// state.bin and meta.json, renames their directory into place and fsyncs the parent, but
+// never the directory that holds the two names: POSIX makes a new name durable only with an
+// fsync of its directory (ext4 and XFS commit it with the file's fsync; not every filesystem
+// does). Without it a power cut could leave the snapshot's directory empty after raft had
+// compacted the log behind it, and the node could not start (seen on the fault filesystem
+// with faultfs.StrictNames). raft compacts only after Close returns, so the sync here comes
+// first.
 type promisedSink struct {
 	raft.SnapshotSink
 	k           *keeper
 	log         hclog.Logger
 	disk        *diskFull
+	dir         string // the data directory
 	index, term uint64
 }
 
 func (s *promisedSink) Close() error {
 	if err := s.SnapshotSink.Close(); err != nil {
 		return s.disk.failed("write a snapshot", err)
+	}
+	if err := syncDir(filepath.Join(s.dir, "snapshots", s.ID())); err != nil {
+		return s.disk.failed("fsync the snapshot's directory", err)
 	}
 	s.disk.wrote()
 	err := s.k.change(func(p *promise) {
@@ -180,6 +197,7 @@ func (s *promisedSink) Close() error {
 		}
 	})
 	if err != nil {
+		s.disk.stop.check("write the new snapshot to "+promiseFile, err)
 		s.log.Error("cannot write the new snapshot to the promise", "snapshot_index", s.index, "error", err)
 	}
 	return nil

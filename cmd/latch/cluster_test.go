@@ -38,8 +38,15 @@ func startClusterWith(t *testing.T, n int, perNode func(i int) []string) *testCl
 // ("" is this build; startServerOf).
 func startClusterOf(t *testing.T, bins []string, perNode func(i int) []string) *testCluster {
 	t.Helper()
+	return startClusterAt(t, t.TempDir(), bins, perNode)
+}
+
+// startClusterAt is startClusterOf with the nodes' data directories in dataDir (node i's is
+// dataDir/n<i+1>, which may be there already: a mount point).
+func startClusterAt(t *testing.T, dataDir string, bins []string, perNode func(i int) []string) *testCluster {
+	t.Helper()
 	n := len(bins)
-	tc := &testCluster{t: t, raft: clustertest.FreePorts(t, n), bins: bins, dataDir: t.TempDir()}
+	tc := &testCluster{t: t, raft: clustertest.FreePorts(t, n), bins: bins, dataDir: dataDir}
 	var ic []string
 	for i, a := range tc.raft {
 		ic = append(ic, fmt.Sprintf("n%d=%s", i+1, a))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -109,6 +110,9 @@ func runServer(c *cli.Context) error {
 			InitialCluster: c.String("initial-cluster"), Join: c.String("join"), Bootstrap: c.Bool("bootstrap"),
 			AcceptLegacyPeers: c.Bool("accept-legacy-peers"), HoldLeases: c.Bool("hold-leases")},
 		Build: buildinfo.Get(), Logger: log,
+		// A disk that failed a write or an fsync: raftnode has logged it; exit at once, with
+		// no other write (no drain, no leadership transfer, no promise written).
+		FailStop: func(error) { os.Exit(exitLocalIO) },
 	}
 	if c.Bool("audit") {
 		cfg.Node.Audit = log.Named("audit")
@@ -121,7 +125,7 @@ func runServer(c *cli.Context) error {
 	switch {
 	case errors.Is(err, launch.ErrSettings):
 		return usageErr("server", "%v", err)
-	case errors.Is(err, raftnode.ErrDataDirBroken), errors.Is(err, raftnode.ErrDataDirNewer):
+	case errors.Is(err, raftnode.ErrDataDirBroken), errors.Is(err, raftnode.ErrDataDirNewer), errors.Is(err, raftnode.ErrDiskFailed):
 		return cli.Exit("latch server: "+err.Error(), exitLocalIO)
 	case err != nil:
 		return err
