@@ -217,7 +217,8 @@ func TestExtendVerb(t *testing.T) {
 	}{
 		{[]string{"extend", srv, "x/k", other}, exitNotHeld},
 		{[]string{"extend", srv, "free/k", tok}, exitNotHeld},
-		{[]string{"extend", srv, "x/k", "0"}, exitNotHeld},
+		{[]string{"extend", srv, "x/k", "0"}, exitUsage},        // no token is 0: refused before it is sent
+		{[]string{"extend", srv, "x/k", "999999"}, exitNotHeld}, // another token
 		{[]string{"extend", srv, "x/k"}, exitUsage},
 		{[]string{"extend", srv, "x/k", "one"}, exitUsage},
 		{[]string{"extend", srv, "x/k", tok, "--lease", "5s"}, exitUsage},
