@@ -95,17 +95,47 @@ type NodeStart struct {
 	Detail string        `json:"detail,omitempty"`
 }
 
+// LeaderView is what one node's status said about leadership at At: its own id (Node), its
+// raft State, its Term and the leader it names in that term (Leader; "" for none). A runner
+// samples every node's status all through a run and records a view each time one changes.
+type LeaderView struct {
+	At     time.Duration `json:"at"`
+	Node   string        `json:"node"`
+	State  string        `json:"state"`
+	Term   uint64        `json:"term"`
+	Leader string        `json:"leader,omitempty"`
+}
+
+// Claims reports whether v is a node's claim to lead its term: it is in raft's Leader state
+// and names itself.
+func (v LeaderView) Claims() bool { return v.State == "Leader" && v.Leader == v.Node && v.Node != "" }
+
+// ResourceSample is what one node's process used at At (a soak run samples every node every
+// 30 s): Slot names the node's place in the lab (its id at the start), PID its process,
+// RSS its resident set in KiB (/proc/PID/status VmRSS), FDs its open descriptors
+// (/proc/PID/fd), Goroutines its /metrics go_goroutines (-1: the node did not answer).
+type ResourceSample struct {
+	At         time.Duration `json:"at"`
+	Slot       string        `json:"slot"`
+	PID        int           `json:"pid"`
+	RSS        int64         `json:"rss_kib"`
+	FDs        int           `json:"fds"`
+	Goroutines int           `json:"goroutines"`
+}
+
 // History is the whole record of a run, which ended at End. LeasesOn, if not 0, is when the
 // runner first saw every node report protocol revision 2 switched on (the cluster's feature
 // switch, without which every extend is answered unsupported).
 type History struct {
-	Seed     uint64        `json:"seed"`
-	Nodes    int           `json:"nodes"`
-	LeasesOn time.Duration `json:"leases_on,omitempty"`
-	Ops      []Op          `json:"ops"`
-	Faults   []Fault       `json:"faults"`
-	Starts   []NodeStart   `json:"starts"`
-	End      time.Duration `json:"end"`
+	Seed      uint64           `json:"seed"`
+	Nodes     int              `json:"nodes"`
+	LeasesOn  time.Duration    `json:"leases_on,omitempty"`
+	Ops       []Op             `json:"ops"`
+	Faults    []Fault          `json:"faults"`
+	Starts    []NodeStart      `json:"starts"`
+	Leaders   []LeaderView     `json:"leaders,omitempty"`
+	Resources []ResourceSample `json:"resources,omitempty"`
+	End       time.Duration    `json:"end"`
 }
 
 // Recorder collects a History from many goroutines. Its clock starts at NewRecorder.
@@ -157,6 +187,20 @@ func (r *Recorder) AddStart(s NodeStart) {
 	r.h.Starts = append(r.h.Starts, s)
 }
 
+// AddLeaderView records what a node's status said about leadership.
+func (r *Recorder) AddLeaderView(v LeaderView) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Leaders = append(r.h.Leaders, v)
+}
+
+// AddResources records a sample of a node's process.
+func (r *Recorder) AddResources(s ResourceSample) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Resources = append(r.h.Resources, s)
+}
+
 // History returns a copy of what was recorded so far, ending now.
 func (r *Recorder) History() History {
 	r.mu.Lock()
@@ -165,6 +209,8 @@ func (r *Recorder) History() History {
 	h.Ops = append([]Op(nil), r.h.Ops...)
 	h.Faults = append([]Fault(nil), r.h.Faults...)
 	h.Starts = append([]NodeStart(nil), r.h.Starts...)
+	h.Leaders = append([]LeaderView(nil), r.h.Leaders...)
+	h.Resources = append([]ResourceSample(nil), r.h.Resources...)
 	h.End = r.Now()
 	return h
 }
