@@ -75,7 +75,9 @@ type Op struct {
 
 // Fault is one fault the nemesis injected at Start and healed at Heal (the restart,
 // resume or reconnect moment); Heal is 0 if it was never healed. Leader, if not 0, is when
-// the nemesis first saw every node agree on one leader after the heal.
+// the nemesis first saw every node agree on one leader after the heal. Failed: a step of the
+// fault the cluster should have taken did not succeed (a membership change refused, a new
+// node never made a voter); Detail says which.
 type Fault struct {
 	Kind   string        `json:"kind"`
 	Nodes  []string      `json:"nodes"`
@@ -83,6 +85,7 @@ type Fault struct {
 	Heal   time.Duration `json:"heal"`
 	Leader time.Duration `json:"leader,omitempty"`
 	Detail string        `json:"detail,omitempty"`
+	Failed bool          `json:"failed,omitempty"`
 }
 
 // NodeStart is one start of a node process, at At: OK once it served (after Took), or
