@@ -25,12 +25,15 @@ import (
 // one, and as many voters as the lab has nodes, and the new node has caught up.
 //
 // replace-same is the documented way back for a node whose disk was lost (deploy/README.md,
-// "What survives what"): the node is killed (kill -9, the machine died), its data directory
-// is deleted, and it is started again at once with the same flags and id, empty: a listed
-// initial member finds that the others have history and does not bootstrap, a node that
-// joined finds itself listed, and either waits out its vote quarantine and is taken back by
-// the leader. It is complete once the node is a voter again and has caught up. Any node may
-// be the victim, the leader too.
+// "What survives what"): the node is killed (kill -9, the machine died) and its data
+// directory deleted; it is removed with `latch peers remove` through the leader (a new one,
+// if it led), and started again at once under its id with its flags and --join (the
+// leader's --http): a listed initial member finds that the others have history and does not
+// bootstrap, waits out its vote quarantine, and joins as a nonvoter that gets its vote once
+// it has caught up. It is complete once the node is a voter again and has caught up. Any
+// node may be the victim, the leader too. (Started empty while still a voter, as the
+// procedure used to say, it can elect a leader without committed entries if the leader
+// fails before it caught up: wiped_test.go.)
 //
 // Either fault keeps the cluster's size; a step that does not succeed marks the fault
 // Failed, which TestClusterChaos reports.
@@ -119,6 +122,19 @@ func (r *chaosRun) replaceSame(f history.Fault, v int) history.Fault {
 	if err := os.RemoveAll(n.dataDir); err != nil {
 		f.Detail += fmt.Sprintf("wiping %s: %v; ", n.dataDir, err)
 	}
+	l := r.leader(chaosLeaderSearchTime)
+	if l < 0 {
+		f.Heal, f.Failed = r.rec.Now(), true
+		f.Detail += fmt.Sprintf("no agreed leader within %s of losing %s", chaosLeaderSearchTime, n.spec.ID)
+		return f
+	}
+	join := r.spec.Nodes[l].http()
+	if out, err := r.latchCmd("peers", "remove", "--http", join, "--id", n.spec.ID, "--admin-secret-file", r.spec.Admin); err != nil {
+		f.Heal, f.Failed = r.rec.Now(), true
+		f.Detail += fmt.Sprintf("latch peers remove --id %s through %s: %v: %s", n.spec.ID, r.nodes[l].spec.ID, err, strings.TrimSpace(out))
+		return f
+	}
+	n.setArgs(r.spec, n.spec.ID, n.ic, join)
 	f.Heal = r.rec.Now()
 	if !n.start() {
 		f.Failed = true

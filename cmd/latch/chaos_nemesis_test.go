@@ -67,6 +67,9 @@ func (r *chaosRun) nemesis() {
 		}
 		kind := order[0]
 		order = order[1:]
+		if r.spec.Mode == chaosModeSoak {
+			r.sampleDue() // between faults, the cluster settled (chaos_soak_test.go)
+		}
 		f, ok := r.inject(kind)
 		if !ok {
 			r.log.Warn("fault skipped", "kind", kind, "detail", f.Detail)

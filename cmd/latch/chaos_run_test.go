@@ -109,6 +109,8 @@ type chaosRun struct {
 	work  *chaosWorkload
 	http  *http.Client
 	gen   int // nodes replaced by new ones so far (their ids: the slot's id, -r, gen)
+	// sampled is when the nodes' resources were last sampled (soak runs).
+	sampled time.Duration
 }
 
 // chaosMain runs the inner process and returns its exit code: 0 once the history is
@@ -164,18 +166,22 @@ func (r *chaosRun) run() error {
 	}
 	stopViews := r.watchLeaders()
 	defer stopViews()
-	r.work = startChaosWorkload(r.spec, rotated(servers), r.rec, r.log)
+	serversOf := rotated(servers)
+	if r.spec.Mode == chaosModeSoak {
+		serversOf = pinned(servers) // chaos_soak_test.go
+	}
+	r.work = startChaosWorkload(r.spec, serversOf, r.rec, r.log)
 	defer r.work.stop()
 	time.Sleep(r.spec.Quiet) // the workload warms up
-	if r.spec.Mode == chaosModeSoak {
-		defer r.sampleResources()()
-	}
 	if r.spec.Mode == chaosModeUpgrade {
 		r.upgrades()
 	} else {
 		r.nemesis()
 	}
 	r.settle(r.rec.Now())
+	if r.spec.Mode == chaosModeSoak {
+		r.sampleAll()
+	}
 	return nil
 }
 
@@ -358,6 +364,7 @@ type chaosNode struct {
 	bin     string   // the latch binary it runs
 	args    []string // its flags (serverArgs)
 	dataDir string   // its --data-dir
+	ic      string   // its --initial-cluster ("": a node that joined)
 	logPath string   // the process's log, appended to by every start
 	log     hclog.Logger
 	rec     *history.Recorder
@@ -425,7 +432,7 @@ func (n *chaosNode) start() bool {
 // setArgs gives the node the id, flags, data directory and log of a node under id in its
 // slot (serverArgs); it must not be running.
 func (n *chaosNode) setArgs(s chaosSpec, id, ic, join string) {
-	n.spec.ID = id
+	n.spec.ID, n.ic = id, ic
 	n.args = s.serverArgs(n.spec, id, ic, join)
 	n.dataDir = filepath.Join(s.DataDir, id)
 	n.logPath = filepath.Join(s.DataDir, id+".log")

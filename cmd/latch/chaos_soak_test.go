@@ -16,40 +16,41 @@ import (
 
 // The soak run (`make soak`: TestClusterChaos with LATCH_CHAOS_MODE=soak): the workload and
 // a nemesis of pauses and partitions only (chaosSoakKinds), for LATCH_CHAOS_DURATION, while
-// every node's process is sampled every chaosSoakEvery: its resident set (/proc/PID/status
-// VmRSS), its open descriptors (/proc/PID/fd) and its goroutines (/metrics go_goroutines).
-// No node is killed or restarted, so each node is one process from start to end; the run
-// fails if any of the three grew by more than soakGrowthLimit from the sample nearest a sixth
-// of the run (the 10th minute of 60) to the last, besides every check of a chaos run.
+// every node's process is sampled about every chaosSoakEvery: its resident set
+// (/proc/PID/status VmRSS), its open descriptors (/proc/PID/fd) and its goroutines (/metrics
+// go_goroutines). No node is killed or restarted, so each node is one process from start to
+// end; the run fails if any of the three grew by more than soakGrowthLimit from the sample
+// nearest a sixth of the run (the 10th minute of 60) to the last, besides every check of a
+// chaos run.
+//
+// What a node holds also depends on what it does, and the figures must not move with that:
+// samples are taken between faults (before the nemesis injects the next one, once
+// chaosSoakEvery has passed since the last, and once more at the end), never while a node is
+// paused or cut off; every worker talks to one node only (worker i to node i mod n), so no
+// client connection drifts from node to node as the pool's slots move on after a fault; and a
+// node's last sample is compared with one taken in the same role (leader or follower), since
+// the leader holds the followers' forwarding and replication connections and their goroutines.
 
 const (
 	chaosSoakEvery  = 30 * time.Second
 	soakGrowthLimit = 0.20
 )
 
-// sampleResources samples every node now and then every chaosSoakEvery, until the returned
-// stop is called (which takes a last sample).
-func (r *chaosRun) sampleResources() (stop func()) {
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tk := time.NewTicker(chaosSoakEvery)
-		defer tk.Stop()
-		for {
-			r.sampleAll()
-			select {
-			case <-quit:
-				r.sampleAll()
-				return
-			case <-tk.C:
-			}
-		}
-	}()
-	return func() { close(quit); <-done }
+// pinned gives worker i the one server i mod len(servers).
+func pinned(servers []string) func(worker int) []string {
+	return func(i int) []string { return []string{servers[i%len(servers)]} }
 }
 
-// sampleAll records a sample of every node's process that runs.
+// sampleDue samples every node if chaosSoakEvery has passed since the last samples.
+func (r *chaosRun) sampleDue() {
+	if r.sampled == 0 || r.rec.Now()-r.sampled >= chaosSoakEvery {
+		r.sampleAll()
+	}
+}
+
+// sampleAll records a sample of every node's process that runs and answers.
 func (r *chaosRun) sampleAll() {
+	r.sampled = r.rec.Now()
 	var wg sync.WaitGroup
 	for i, n := range r.nodes {
 		pid := n.pid()
@@ -60,11 +61,18 @@ func (r *chaosRun) sampleAll() {
 		go func() {
 			defer wg.Done()
 			s := history.ResourceSample{At: r.rec.Now(), Slot: r.spec.Nodes[i].ID, PID: pid, Goroutines: -1}
-			var err error
-			if s.RSS, err = vmRSS(pid); err != nil {
+			st, err := r.status(i)
+			if err != nil {
 				r.log.Warn("soak sample", "node", s.Slot, "error", err)
 				return
 			}
+			s.Leading = st.Raft.Leading
+			mem, err := procStatus(pid, "VmRSS", "RssAnon", "RssFile")
+			if err != nil {
+				r.log.Warn("soak sample", "node", s.Slot, "error", err)
+				return
+			}
+			s.RSS, s.RSSAnon, s.RSSFile = mem[0], mem[1], mem[2]
 			fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 			if err != nil {
 				r.log.Warn("soak sample", "node", s.Slot, "error", err)
@@ -80,20 +88,30 @@ func (r *chaosRun) sampleAll() {
 	wg.Wait()
 }
 
-// vmRSS reads the resident set of process pid in KiB.
-func vmRSS(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+// procStatus reads the named fields of /proc/PID/status, in KiB (each 0 if absent; an
+// error if the first is).
+func procStatus(pid int, names ...string) ([]int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+	out := make([]int64, len(names))
+	found := false
+	for _, line := range strings.Split(string(b), "\n") {
+		for i, name := range names {
+			if v, ok := strings.CutPrefix(line, name+":"); ok {
+				out[i], err = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("/proc/%d/status %s: %v", pid, name, err)
+				}
+				found = found || i == 0
+			}
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
+	if !found {
+		return nil, fmt.Errorf("/proc/%d/status has no %s", pid, names[0])
+	}
+	return out, nil
 }
 
 // goroutines reads node i's go_goroutines from its /metrics.
@@ -136,6 +154,9 @@ func checkSoak(t *testing.T, h history.History, d time.Duration, nodes int) {
 	}
 	for _, g := range gs {
 		name, worst := g.Worst()
+		if g.RoleChanged {
+			t.Logf("soak: %s took no sample before its last in the role it ends in: compared across roles", g.Slot)
+		}
 		t.Logf("soak: %s", g)
 		switch {
 		case g.Restarted:

@@ -113,17 +113,22 @@ type LeaderView struct {
 // and names itself.
 func (v LeaderView) Claims() bool { return v.State == "Leader" && v.Leader == v.Node && v.Node != "" }
 
-// ResourceSample is what one node's process used at At (a soak run samples every node every
-// 30 s): Slot names the node's place in the lab (its id at the start), PID its process,
-// RSS its resident set in KiB (/proc/PID/status VmRSS), FDs its open descriptors
-// (/proc/PID/fd), Goroutines its /metrics go_goroutines (-1: the node did not answer).
+// ResourceSample is what one node's process used at At (a soak run samples every node about
+// every 30 s, between faults): Slot names the node's place in the lab (its id at the
+// start), PID its process, RSS its resident set in KiB (/proc/PID/status VmRSS; RSSAnon and
+// RSSFile its anonymous and file-backed parts), FDs its open descriptors (/proc/PID/fd),
+// Goroutines its /metrics go_goroutines (-1: the node did not answer), Leading whether it
+// led then (a leader runs more goroutines and holds more connections than a follower).
 type ResourceSample struct {
 	At         time.Duration `json:"at"`
 	Slot       string        `json:"slot"`
 	PID        int           `json:"pid"`
 	RSS        int64         `json:"rss_kib"`
+	RSSAnon    int64         `json:"rss_anon_kib,omitempty"`
+	RSSFile    int64         `json:"rss_file_kib,omitempty"`
 	FDs        int           `json:"fds"`
 	Goroutines int           `json:"goroutines"`
+	Leading    bool          `json:"leading,omitempty"`
 }
 
 // History is the whole record of a run, which ended at End. LeasesOn, if not 0, is when the

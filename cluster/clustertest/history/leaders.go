@@ -107,13 +107,15 @@ type Growth struct {
 	From, To             ResourceSample
 	RSS, FDs, Goroutines float64
 	// Restarted: From and To are of different processes (the node was restarted between),
-	// so the figures compare nothing.
-	Restarted bool
+	// so the figures compare nothing. RoleChanged: no sample in the role of the last (leader
+	// or follower) came before it, so From is of the other role.
+	Restarted, RoleChanged bool
 }
 
 // ResourceGrowth compares each node's sample nearest at with its last, among the samples
-// that hold every figure (a node that did not answer /metrics gives none); a node without
-// two such samples is left out. The result is sorted by slot.
+// that hold every figure (a node that did not answer /metrics gives none) and, where there
+// are any before the last, were taken in the same role (leading or not) as the last; a node
+// without two such samples is left out. The result is sorted by slot.
 func ResourceGrowth(samples []ResourceSample, at time.Duration) []Growth {
 	bySlot := map[string][]ResourceSample{}
 	for _, s := range samples {
@@ -125,16 +127,27 @@ func ResourceGrowth(samples []ResourceSample, at time.Duration) []Growth {
 	for slot, ss := range bySlot {
 		sort.Slice(ss, func(i, j int) bool { return ss[i].At < ss[j].At })
 		last := ss[len(ss)-1]
-		from := ss[0]
-		for _, s := range ss {
-			if absDur(s.At-at) < absDur(from.At-at) {
-				from = s
+		var from *ResourceSample
+		roleChanged := false
+		for _, sameRole := range []bool{true, false} {
+			for i := range ss[:len(ss)-1] {
+				s := &ss[i]
+				if sameRole && s.Leading != last.Leading {
+					continue
+				}
+				if from == nil || absDur(s.At-at) < absDur(from.At-at) {
+					from = s
+				}
 			}
+			if from != nil {
+				break
+			}
+			roleChanged = true
 		}
-		if from.At >= last.At {
+		if from == nil {
 			continue
 		}
-		out = append(out, Growth{Slot: slot, From: from, To: last, Restarted: from.PID != last.PID,
+		out = append(out, Growth{Slot: slot, From: *from, To: last, Restarted: from.PID != last.PID, RoleChanged: roleChanged,
 			RSS:        ratio(float64(from.RSS), float64(last.RSS)),
 			FDs:        ratio(float64(from.FDs), float64(last.FDs)),
 			Goroutines: ratio(float64(from.Goroutines), float64(last.Goroutines))})
@@ -160,6 +173,17 @@ func (g Growth) String() string {
 	s := fmt.Sprintf("%s (pid %d) %s..%s: rss %d->%d KiB %s, descriptors %d->%d %s, goroutines %d->%d %s",
 		g.Slot, g.To.PID, ms(g.From.At), ms(g.To.At), g.From.RSS, g.To.RSS, pct(g.RSS), g.From.FDs, g.To.FDs, pct(g.FDs),
 		g.From.Goroutines, g.To.Goroutines, pct(g.Goroutines))
+	if g.From.RSSAnon > 0 || g.To.RSSAnon > 0 {
+		s += fmt.Sprintf(" (anonymous %d->%d KiB, file-backed %d->%d KiB)", g.From.RSSAnon, g.To.RSSAnon, g.From.RSSFile, g.To.RSSFile)
+	}
+	role := "a follower"
+	if g.To.Leading {
+		role = "the leader"
+	}
+	s += ", as " + role
+	if g.RoleChanged {
+		s += " (then of the other role: none earlier in this one)"
+	}
 	if g.Restarted {
 		s += fmt.Sprintf(" (restarted: pid %d before)", g.From.PID)
 	}

@@ -141,6 +141,25 @@ func TestResourceGrowth(t *testing.T) {
 	if s := gs[1].String(); !strings.Contains(s, "descriptors 44->64 +45.5%") {
 		t.Fatalf("%s", s)
 	}
+	// n2 leads from minute 5 on: its last sample is compared with the one nearest minute 1
+	// among those it took leading (minute 5), not with a follower's.
+	for i := range ss {
+		if ss[i].Slot == "n2" && ss[i].At >= 5*time.Minute {
+			ss[i].Leading = true
+		}
+	}
+	if g := ResourceGrowth(ss, time.Minute)[1]; g.From.At != 5*time.Minute || g.RoleChanged || !strings.Contains(g.String(), "as the leader") {
+		t.Fatalf("n2 leading: %s", g)
+	}
+	// n1 leads only in its last sample: compared across roles, and said so.
+	for i := range ss {
+		if ss[i].Slot == "n1" && ss[i].At == 6*time.Minute {
+			ss[i].Leading = true
+		}
+	}
+	if g := ResourceGrowth(ss, time.Minute)[0]; g.From.At != time.Minute || !g.RoleChanged || !strings.Contains(g.String(), "other role") {
+		t.Fatalf("n1 leading last: %s", g)
+	}
 	// A restart between the two samples is reported.
 	ss = append(ss, ResourceSample{At: 7 * time.Minute, Slot: "n1", PID: 99, RSS: 5000, FDs: 30, Goroutines: 50})
 	if g := ResourceGrowth(ss, time.Minute)[0]; !g.Restarted || !strings.Contains(g.String(), "restarted: pid 10 before") {
