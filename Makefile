@@ -101,11 +101,14 @@ chaos:
 
 ## soak: TestClusterChaos in soak mode (LATCH_CHAOS_MODE=soak; root) on 3 nodes for
 ## SOAK_DURATION (at most 60m): the workload under SIGSTOPs and partitions (of the leader, of a
-## minority), but no kill or restart, so every node stays one process and its figures compare
-## over the whole run: each node's RSS (/proc/PID/status VmRSS), descriptors (/proc/PID/fd)
-## and goroutines (/metrics go_goroutines) are sampled every 30 s, and it fails if any grew by
-## more than 20% from the sample nearest a sixth of the run (minute 10 of 60, minute 1 of
-## SOAK_DURATION=6m) to the last, or on anything the chaos checks find. Not in CI.
+## minority), but no kill or restart (the choice: a restarted node starts fresh, so every node
+## stays one process and its figures compare over the whole run). Each node's RSS
+## (/proc/PID/status VmRSS), descriptors (/proc/PID/fd) and goroutines (/metrics
+## go_goroutines) are sampled about every 30 s, between faults; each worker talks to one node,
+## so client connections do not drift between nodes; and it fails if any figure grew by more
+## than 20% from the sample nearest a sixth of the run (minute 10 of 60, minute 1 of
+## SOAK_DURATION=6m) taken in the same role (leader or follower) to the last, or on anything
+## the chaos checks find. Not in CI.
 soak:
 	@[ "$$(id -u)" = 0 ] || { echo "make soak needs root (it creates network namespaces)"; exit 1; }
 	LATCH_CHAOS_MODE=soak LATCH_CHAOS_NODES=3 LATCH_CHAOS_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -v -timeout 3h \
