@@ -147,6 +147,12 @@ func checkSoak(t *testing.T, h history.History, d time.Duration, nodes int) {
 	first := h.Resources[0].At
 	for _, s := range h.Resources {
 		first = min(first, s.At)
+		role := "follower"
+		if s.Leading {
+			role = "leader"
+		}
+		t.Logf("soak sample %s %s pid %d: rss %d KiB (anon %d, file %d), descriptors %d, goroutines %d, %s",
+			s.At.Round(time.Second), s.Slot, s.PID, s.RSS, s.RSSAnon, s.RSSFile, s.FDs, s.Goroutines, role)
 	}
 	gs := history.ResourceGrowth(h.Resources, first+d/6)
 	if len(gs) != nodes {

@@ -91,6 +91,7 @@ func TestClusterChaos(t *testing.T) {
 	spec := newChaosSpec(ipPath, lab, cfg)
 	t.Logf("chaos: %d nodes, nemesis for %s, mode %q, seed %d (LATCH_CHAOS_SEED=%d reproduces the schedule)", cfg.Nodes, cfg.Duration, cfg.Mode, cfg.Seed, cfg.Seed)
 
+	defer keepChaosEvidenceIfFailed(t, lab.dataDir, cfg.Seed)
 	h, sum := runChaos(t, lab, self, spec)
 	if cfg.Mode == chaosModeSoak {
 		checkSoak(t, h, cfg.Duration, cfg.Nodes)
@@ -157,7 +158,7 @@ func newChaosSpec(ipPath string, lab *partitionLab, cfg chaosConfig) chaosSpec {
 
 // runChaos runs the inner process of spec in lab, reads the history it wrote, logs its
 // summary, and fails the test on every violation history.Check finds and on every fault the
-// nemesis could not complete (Fault.Failed); on a failure it keeps the evidence.
+// nemesis could not complete (Fault.Failed).
 func runChaos(t *testing.T, lab *partitionLab, self string, spec chaosSpec) (history.History, history.Summary) {
 	t.Helper()
 	runChaosInner(t, lab, self, spec, spec.Duration+3*time.Minute)
@@ -186,10 +187,15 @@ func runChaos(t *testing.T, lab *partitionLab, self string, spec chaosSpec) (his
 			t.Errorf("%s did not complete: %s", f, f.Detail)
 		}
 	}
-	if t.Failed() {
-		keepChaosEvidence(t, lab.dataDir, spec.Seed)
-	}
 	return h, sum
+}
+
+// keepChaosEvidenceIfFailed keeps the evidence (keepChaosEvidence) if the test has failed by
+// now; deferred, it runs after the test's last check, and before the lab is removed.
+func keepChaosEvidenceIfFailed(t *testing.T, dataDir string, seed uint64) {
+	if t.Failed() {
+		keepChaosEvidence(t, dataDir, seed)
+	}
 }
 
 // chaosDefaultDuration is the nemesis's time by default: the short run of `make test`.

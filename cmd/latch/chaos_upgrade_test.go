@@ -57,6 +57,7 @@ func TestChaosUpgrade(t *testing.T) {
 	checkServerFlags(t, latchBin, append(args, "--hold-leases"))
 	t.Logf("chaos upgrade: %s <-> %s for %s, seed %d", prevVersion, testVersion, cfg.Duration, cfg.Seed)
 
+	defer keepChaosEvidenceIfFailed(t, lab.dataDir, cfg.Seed)
 	h, sum := runChaos(t, lab, self, spec)
 	bad, ridden := checkAnswers(h)
 	for i, b := range bad {
