@@ -91,6 +91,7 @@ func (r *chaosRun) replaceNew(f history.Fault, l int) history.Fault {
 	join := r.spec.Nodes[l].http()
 	f.Nodes = []string{old}
 	f.Start = r.rec.Now()
+	n.expectExit() // once removed, it may stop by itself
 	if out, err := r.latchCmd("peers", "remove", "--http", join, "--id", old, "--admin-secret-file", r.spec.Admin); err != nil {
 		f.Heal, f.Failed = r.rec.Now(), true
 		f.Detail = fmt.Sprintf("latch peers remove --id %s through %s: %v: %s", old, r.nodes[l].spec.ID, err, strings.TrimSpace(out))

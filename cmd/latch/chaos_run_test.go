@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -82,7 +83,7 @@ func runChaosInner(t *testing.T, lab *partitionLab, self string, spec chaosSpec,
 		t.Fatal(err)
 	}
 	cmd.Stdout = os.Stdout
-	if err := cmd.Start(); err != nil {
+	if err := startOnThread(cmd); err != nil {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(stderr)
@@ -373,6 +374,33 @@ type chaosNode struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	version string // what its last start's "latch serving" line said
+	// stopping: the nemesis sent SIGKILL or SIGTERM since the last start, so an exit is its
+	// doing; any other exit is recorded (history.NodeExit).
+	stopping bool
+}
+
+// spawner is the goroutine, locked to its OS thread for the life of the process, that starts
+// the chaos lab's processes. Pdeathsig is sent when the thread that forked the child ends,
+// not its process, and a thread the Go runtime ends would take its children with it.
+var spawner struct {
+	once sync.Once
+	ch   chan func()
+}
+
+// startOnThread starts cmd from the spawner's thread.
+func startOnThread(cmd *exec.Cmd) error {
+	spawner.once.Do(func() {
+		spawner.ch = make(chan func())
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for f := range spawner.ch {
+				f()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	spawner.ch <- func() { done <- cmd.Start() }
+	return <-done
 }
 
 // start starts the node (ip netns exec replaces itself with latch, so the process is latch
@@ -397,7 +425,7 @@ func (n *chaosNode) start() bool {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = logFile, pw
-	if err := cmd.Start(); err != nil {
+	if err := startOnThread(cmd); err != nil {
 		logFile.Close()
 		res.Detail = err.Error()
 		return false
@@ -406,6 +434,14 @@ func (n *chaosNode) start() bool {
 	go func() {
 		cmd.Wait()
 		pw.Close()
+		n.mu.Lock()
+		expected := n.stopping || n.cmd != cmd
+		n.mu.Unlock()
+		if !expected { // not the nemesis's doing: a crash, or a signal from elsewhere
+			at := n.rec.Now()
+			n.log.Error("node exited without the nemesis stopping it", "node", n.spec.ID, "pid", cmd.Process.Pid, "state", cmd.ProcessState.String(), "at", at.Round(time.Millisecond))
+			n.rec.AddExit(history.NodeExit{Node: n.spec.ID, At: at, State: fmt.Sprintf("pid %d: %v", cmd.Process.Pid, cmd.ProcessState)})
+		}
 		close(exited)
 	}()
 	go func() {
@@ -413,7 +449,7 @@ func (n *chaosNode) start() bool {
 		scanServing(pr, logFile, serving)
 	}()
 	n.mu.Lock()
-	n.cmd, n.exited = cmd, exited
+	n.cmd, n.exited, n.stopping = cmd, exited, false
 	n.mu.Unlock()
 	select {
 	case line := <-serving:
@@ -448,10 +484,21 @@ func (n *chaosNode) pid() int {
 	return n.cmd.Process.Pid
 }
 
-// kill sends sig to the node's process, if one runs.
+// expectExit makes the next exit of the node's process the nemesis's doing.
+func (n *chaosNode) expectExit() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.stopping = true
+}
+
+// kill sends sig to the node's process, if one runs; after SIGKILL or SIGTERM its exit is
+// expected.
 func (n *chaosNode) kill(sig syscall.Signal) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
+		n.stopping = true
+	}
 	if n.cmd != nil && n.cmd.Process != nil {
 		n.cmd.Process.Signal(sig)
 	}

@@ -18,6 +18,7 @@ const (
 	VNoRecovery      = "no_recovery"       // no grant within the bound after a healed fault
 	VNodeStart       = "node_start"        // a node process that did not start
 	VTwoLeaders      = "two_leaders"       // two nodes claimed to lead one term
+	VNodeExit        = "node_exit"         // a node process that exited without the runner stopping it
 )
 
 // Defaults of Options.
@@ -78,6 +79,7 @@ type Hold struct {
 //   - Every node start served.
 //   - No term claimed by two nodes: of the leader views sampled through the run, no two
 //     nodes each in raft's Leader state naming itself in one term (checkLeaders).
+//   - No node process that exited unless the runner stopped it.
 func Check(h History, o Options) []Violation {
 	if o.RecoveryBound == 0 {
 		o.RecoveryBound = DefaultRecoveryBound
@@ -102,6 +104,9 @@ func Check(h History, o Options) []Violation {
 		}
 	}
 	out = append(out, checkLeaders(h.Leaders)...)
+	for _, e := range h.Exits {
+		out = append(out, Violation{VNodeExit, fmt.Sprintf("%s exited at %s without the runner stopping it: %s", e.Node, ms(e.At), e.State)})
+	}
 	return out
 }
 

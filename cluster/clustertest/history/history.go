@@ -131,6 +131,14 @@ type ResourceSample struct {
 	Leading    bool          `json:"leading,omitempty"`
 }
 
+// NodeExit is a node process that exited at At without the runner stopping it (a crash,
+// or a signal from elsewhere); State is how it ended (its exit status or signal).
+type NodeExit struct {
+	Node  string        `json:"node"`
+	At    time.Duration `json:"at"`
+	State string        `json:"state"`
+}
+
 // History is the whole record of a run, which ended at End. LeasesOn, if not 0, is when the
 // runner first saw every node report protocol revision 2 switched on (the cluster's feature
 // switch, without which every extend is answered unsupported).
@@ -141,6 +149,7 @@ type History struct {
 	Ops       []Op             `json:"ops"`
 	Faults    []Fault          `json:"faults"`
 	Starts    []NodeStart      `json:"starts"`
+	Exits     []NodeExit       `json:"exits,omitempty"`
 	Leaders   []LeaderView     `json:"leaders,omitempty"`
 	Resources []ResourceSample `json:"resources,omitempty"`
 	End       time.Duration    `json:"end"`
@@ -195,6 +204,13 @@ func (r *Recorder) AddStart(s NodeStart) {
 	r.h.Starts = append(r.h.Starts, s)
 }
 
+// AddExit records a node process that exited without the runner stopping it.
+func (r *Recorder) AddExit(e NodeExit) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Exits = append(r.h.Exits, e)
+}
+
 // AddLeaderView records what a node's status said about leadership.
 func (r *Recorder) AddLeaderView(v LeaderView) {
 	r.mu.Lock()
@@ -217,6 +233,7 @@ func (r *Recorder) History() History {
 	h.Ops = append([]Op(nil), r.h.Ops...)
 	h.Faults = append([]Fault(nil), r.h.Faults...)
 	h.Starts = append([]NodeStart(nil), r.h.Starts...)
+	h.Exits = append([]NodeExit(nil), r.h.Exits...)
 	h.Leaders = append([]LeaderView(nil), r.h.Leaders...)
 	h.Resources = append([]ResourceSample(nil), r.h.Resources...)
 	h.End = r.Now()
