@@ -30,7 +30,7 @@ import (
 //     token's grant, or its own release, answered before the extend was invoked), nor one
 //     invoked outside its hold or with a deadline past its answer plus its lease;
 //   - after every healed fault, a grant within 5 s of the heal;
-//   - no node that failed to start;
+//   - no node that failed to start, and none that exited unless the nemesis stopped it;
 //   - no term led by two nodes: every node's /v1/status is asked every 200 ms through the
 //     run, and a view (its state, term and the leader it names) recorded whenever it
 //     changes; no two nodes may claim one term (chaos_members_test.go, history.LeaderView);
