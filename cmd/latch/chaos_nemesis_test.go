@@ -24,6 +24,8 @@ const (
 	faultPartitionMinor   = "partition-minority"
 	faultKillAll          = "kill-9-all"
 	faultRollingRestart   = "rolling-sigterm-restart"
+	faultReplaceNew       = "replace-new"    // a follower removed, a new node with a new id joins
+	faultReplaceSame      = "replace-same"   // a node's disk lost: wiped, started again empty
 	chaosFaultEstimate    = 10 * time.Second // a fault and its settling, for the last start
 	chaosElectionTimeout  = time.Second      // raft's default, which the nodes run with
 	chaosStopGrace        = 20 * time.Second // a SIGTERM'd node must have exited by then
@@ -31,20 +33,43 @@ const (
 )
 
 var chaosFaultKinds = []string{faultKillLeader, faultKillFollower, faultPauseLeader,
-	faultPartitionLeader, faultPartitionMinor, faultKillAll, faultRollingRestart}
+	faultPartitionLeader, faultPartitionMinor, faultKillAll, faultRollingRestart,
+	faultReplaceNew, faultReplaceSame}
+
+// chaosSoakKinds are the faults of a soak run: none kills or restarts a node, so each node is
+// one process from the start to the end and its resources can be compared over the run.
+var chaosSoakKinds = []string{faultPauseLeader, faultPartitionLeader, faultPartitionMinor}
+
+// Modes of a chaos run (chaosSpec.Mode).
+const (
+	chaosModeFaults  = ""
+	chaosModeSoak    = "soak"
+	chaosModeUpgrade = "upgrade"
+)
+
+// chaosKinds are the fault kinds the nemesis of mode picks from.
+func chaosKinds(mode string) []string {
+	if mode == chaosModeSoak {
+		return chaosSoakKinds
+	}
+	return chaosFaultKinds
+}
 
 // nemesis injects faults from now until fewer than chaosFaultEstimate of the duration is
-// left (every cycle of kinds runs in a new seeded order).
+// left (every cycle of the mode's kinds runs in a new seeded order).
 func (r *chaosRun) nemesis() {
 	end := r.rec.Now() + r.spec.Duration
 	var order []string
 	for r.rec.Now()+chaosFaultEstimate < end {
 		if len(order) == 0 {
-			order = append([]string(nil), chaosFaultKinds...)
+			order = append([]string(nil), chaosKinds(r.spec.Mode)...)
 			r.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		}
 		kind := order[0]
 		order = order[1:]
+		if r.spec.Mode == chaosModeSoak {
+			r.sampleDue() // between faults, the cluster settled (chaos_soak_test.go)
+		}
 		f, ok := r.inject(kind)
 		if !ok {
 			r.log.Warn("fault skipped", "kind", kind, "detail", f.Detail)
@@ -97,6 +122,10 @@ func (r *chaosRun) inject(kind string) (f history.Fault, ok bool) {
 	}
 	var victims []int
 	switch kind {
+	case faultReplaceNew:
+		return r.replaceNew(f, l), true
+	case faultReplaceSame:
+		return r.replaceSame(f, r.rng.IntN(len(r.nodes))), true
 	case faultKillLeader, faultPauseLeader, faultPartitionLeader:
 		victims = []int{l}
 	case faultKillFollower:

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -47,6 +48,13 @@ type chaosSpec struct {
 	// ExtendLease to 2 s more (chaos_workload_test.go).
 	Extenders   int
 	ExtendLease time.Duration
+	// Mode is what the nemesis does: chaosModeFaults (every fault kind), chaosModeSoak (no
+	// kills or restarts, with every node's resources sampled) or chaosModeUpgrade (rolling
+	// between this build and Prev, chaos_upgrade_test.go).
+	Mode string
+	// Prev is the previous build's binary (chaosModeUpgrade: every node starts on it), which
+	// states PrevVersion.
+	Prev, PrevVersion string
 }
 
 type chaosNodeSpec struct {
@@ -75,7 +83,7 @@ func runChaosInner(t *testing.T, lab *partitionLab, self string, spec chaosSpec,
 		t.Fatal(err)
 	}
 	cmd.Stdout = os.Stdout
-	if err := cmd.Start(); err != nil {
+	if err := startOnThread(cmd); err != nil {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(stderr)
@@ -101,6 +109,9 @@ type chaosRun struct {
 	nodes []*chaosNode
 	work  *chaosWorkload
 	http  *http.Client
+	gen   int // nodes replaced by new ones so far (their ids: the slot's id, -r, gen)
+	// sampled is when the nodes' resources were last sampled (soak runs).
+	sampled time.Duration
 }
 
 // chaosMain runs the inner process and returns its exit code: 0 once the history is
@@ -131,17 +142,14 @@ func chaosMain(specJSON string) int {
 // run brings the cluster up, runs the workload under the nemesis for the duration, lets it
 // settle and stops the workload.
 func (r *chaosRun) run() error {
-	var ic []string
-	for _, n := range r.spec.Nodes {
-		ic = append(ic, n.ID+"="+n.Addr+":7401")
+	bin := r.spec.Latch
+	if r.spec.Mode == chaosModeUpgrade {
+		bin = r.spec.Prev
 	}
 	for _, n := range r.spec.Nodes {
-		r.nodes = append(r.nodes, &chaosNode{spec: n, ip: r.spec.IP, log: r.log, rec: r.rec,
-			logPath: filepath.Join(r.spec.DataDir, n.ID+".log"), args: []string{
-				r.spec.Latch, "server", "--log-format", "json", "--mode", "cluster", "--id", n.ID,
-				"--data-dir", filepath.Join(r.spec.DataDir, n.ID), "--listen", n.listen(), "--raft-addr", n.Addr + ":7401",
-				"--http", n.http(), "--initial-cluster", strings.Join(ic, ","), "--secret-file", r.spec.Secret,
-				"--peer-secret-file", r.spec.Peer, "--admin-secret-file", r.spec.Admin}})
+		c := &chaosNode{spec: n, ip: r.spec.IP, log: r.log, rec: r.rec, bin: bin}
+		c.setArgs(r.spec, n.ID, r.spec.initialCluster(), "")
+		r.nodes = append(r.nodes, c)
 	}
 	if !r.startAll(r.nodes) {
 		return fmt.Errorf("a node did not start (see the node logs in %s)", r.spec.DataDir)
@@ -150,17 +158,57 @@ func (r *chaosRun) run() error {
 		return fmt.Errorf("no leader within 60 s of the start")
 	}
 	r.log.Info("cluster up", "nodes", len(r.nodes), "at", r.rec.Now().Round(time.Millisecond))
-	r.awaitLeases(chaosLeasesWait)
+	if r.spec.Mode != chaosModeUpgrade { // the previous build has no revision 2: it stays off
+		r.awaitLeases(chaosLeasesWait)
+	}
 	var servers []string
 	for _, n := range r.spec.Nodes {
 		servers = append(servers, n.listen())
 	}
-	r.work = startChaosWorkload(r.spec, rotated(servers), r.rec, r.log)
+	stopViews := r.watchLeaders()
+	defer stopViews()
+	serversOf := rotated(servers)
+	if r.spec.Mode == chaosModeSoak {
+		serversOf = pinned(servers) // chaos_soak_test.go
+	}
+	r.work = startChaosWorkload(r.spec, serversOf, r.rec, r.log)
 	defer r.work.stop()
 	time.Sleep(r.spec.Quiet) // the workload warms up
-	r.nemesis()
+	if r.spec.Mode == chaosModeUpgrade {
+		r.upgrades()
+	} else {
+		r.nemesis()
+	}
 	r.settle(r.rec.Now())
+	if r.spec.Mode == chaosModeSoak {
+		r.sampleAll()
+	}
 	return nil
+}
+
+// initialCluster is the --initial-cluster of the lab's nodes, as first started.
+func (s chaosSpec) initialCluster() string {
+	var ic []string
+	for _, n := range s.Nodes {
+		ic = append(ic, n.ID+"="+n.Addr+":7401")
+	}
+	return strings.Join(ic, ",")
+}
+
+// serverArgs are the flags of a node in lab slot n under id (after the binary): its
+// addresses, data directory and the lab's secrets; then --initial-cluster ic, or, for a node
+// added later, --join (a member's --http) and --advertise.
+func (s chaosSpec) serverArgs(n chaosNodeSpec, id, ic, join string) []string {
+	args := []string{"server", "--log-format", "json", "--mode", "cluster", "--id", id,
+		"--data-dir", filepath.Join(s.DataDir, id), "--listen", n.listen(), "--raft-addr", n.Addr + ":7401",
+		"--http", n.http(), "--secret-file", s.Secret, "--peer-secret-file", s.Peer, "--admin-secret-file", s.Admin}
+	if ic != "" {
+		args = append(args, "--initial-cluster", ic)
+	}
+	if join != "" {
+		args = append(args, "--join", join, "--advertise", n.Addr+":7401")
+	}
+	return args
 }
 
 // chaosLeasesWait bounds the wait for the cluster's feature switch before the workload starts:
@@ -312,16 +360,47 @@ func agreedLeader(sts []*partitionStatus) int {
 
 // chaosNode is one node's process, started again after each kill.
 type chaosNode struct {
-	spec    chaosNodeSpec
+	spec    chaosNodeSpec // its ID changes when the nemesis replaces the node by a new one
 	ip      string
-	args    []string
-	logPath string // the process's log, appended to by every start
+	bin     string   // the latch binary it runs
+	args    []string // its flags (serverArgs)
+	dataDir string   // its --data-dir
+	ic      string   // its --initial-cluster ("": a node that joined)
+	logPath string   // the process's log, appended to by every start
 	log     hclog.Logger
 	rec     *history.Recorder
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	version string // what its last start's "latch serving" line said
+	// stopping: the nemesis sent SIGKILL or SIGTERM since the last start, so an exit is its
+	// doing; any other exit is recorded (history.NodeExit).
+	stopping bool
+}
+
+// spawner is the goroutine, locked to its OS thread for the life of the process, that starts
+// the chaos lab's processes. Pdeathsig is sent when the thread that forked the child ends,
+// not its process, and a thread the Go runtime ends would take its children with it.
+var spawner struct {
+	once sync.Once
+	ch   chan func()
+}
+
+// startOnThread starts cmd from the spawner's thread.
+func startOnThread(cmd *exec.Cmd) error {
+	spawner.once.Do(func() {
+		spawner.ch = make(chan func())
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for f := range spawner.ch {
+				f()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	spawner.ch <- func() { done <- cmd.Start() }
+	return <-done
 }
 
 // start starts the node (ip netns exec replaces itself with latch, so the process is latch
@@ -342,11 +421,11 @@ func (n *chaosNode) start() bool {
 		res.Detail = err.Error()
 		return false
 	}
-	cmd := exec.Command(n.ip, append([]string{"netns", "exec", n.spec.NS}, n.args...)...)
+	cmd := exec.Command(n.ip, append([]string{"netns", "exec", n.spec.NS, n.bin}, n.args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = logFile, pw
-	if err := cmd.Start(); err != nil {
+	if err := startOnThread(cmd); err != nil {
 		logFile.Close()
 		res.Detail = err.Error()
 		return false
@@ -355,6 +434,14 @@ func (n *chaosNode) start() bool {
 	go func() {
 		cmd.Wait()
 		pw.Close()
+		n.mu.Lock()
+		expected := n.stopping || n.cmd != cmd
+		n.mu.Unlock()
+		if !expected { // not the nemesis's doing: a crash, or a signal from elsewhere
+			at := n.rec.Now()
+			n.log.Error("node exited without the nemesis stopping it", "node", n.spec.ID, "pid", cmd.Process.Pid, "state", cmd.ProcessState.String(), "at", at.Round(time.Millisecond))
+			n.rec.AddExit(history.NodeExit{Node: n.spec.ID, At: at, State: fmt.Sprintf("pid %d: %v", cmd.Process.Pid, cmd.ProcessState)})
+		}
 		close(exited)
 	}()
 	go func() {
@@ -362,11 +449,14 @@ func (n *chaosNode) start() bool {
 		scanServing(pr, logFile, serving)
 	}()
 	n.mu.Lock()
-	n.cmd, n.exited = cmd, exited
+	n.cmd, n.exited, n.stopping = cmd, exited, false
 	n.mu.Unlock()
 	select {
-	case <-serving:
+	case line := <-serving:
 		res.OK = true
+		n.mu.Lock()
+		n.version, _ = line["version"].(string)
+		n.mu.Unlock()
 	case <-exited:
 		res.Detail = fmt.Sprintf("exited before serving: %v", cmd.ProcessState)
 	case <-time.After(30 * time.Second):
@@ -375,10 +465,40 @@ func (n *chaosNode) start() bool {
 	return res.OK
 }
 
-// kill sends sig to the node's process, if one runs.
+// setArgs gives the node the id, flags, data directory and log of a node under id in its
+// slot (serverArgs); it must not be running.
+func (n *chaosNode) setArgs(s chaosSpec, id, ic, join string) {
+	n.spec.ID, n.ic = id, ic
+	n.args = s.serverArgs(n.spec, id, ic, join)
+	n.dataDir = filepath.Join(s.DataDir, id)
+	n.logPath = filepath.Join(s.DataDir, id+".log")
+}
+
+// pid is the node's process id, or 0 when it has none.
+func (n *chaosNode) pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// expectExit makes the next exit of the node's process the nemesis's doing.
+func (n *chaosNode) expectExit() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.stopping = true
+}
+
+// kill sends sig to the node's process, if one runs; after SIGKILL or SIGTERM its exit is
+// expected.
 func (n *chaosNode) kill(sig syscall.Signal) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
+		n.stopping = true
+	}
 	if n.cmd != nil && n.cmd.Process != nil {
 		n.cmd.Process.Signal(sig)
 	}

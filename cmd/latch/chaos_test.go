@@ -30,14 +30,23 @@ import (
 //     token's grant, or its own release, answered before the extend was invoked), nor one
 //     invoked outside its hold or with a deadline past its answer plus its lease;
 //   - after every healed fault, a grant within 5 s of the heal;
-//   - no node that failed to start.
+//   - no node that failed to start, and none that exited unless the nemesis stopped it;
+//   - no term led by two nodes: every node's /v1/status is asked every 200 ms through the
+//     run, and a view (its state, term and the leader it names) recorded whenever it
+//     changes; no two nodes may claim one term (chaos_members_test.go, history.LeaderView);
+//   - every fault complete: a membership change the cluster refused, or a replaced node
+//     that did not become a voter and catch up, fails the run.
 //
 // The faults, one at a time, each kind once per cycle in a seeded order: kill -9 of the
 // leader, kill -9 of a follower, SIGSTOP of the leader for 3 s (past raft's 1 s election
 // timeout) then SIGCONT, a partition of the leader and one of a minority of followers (for
 // 5 nodes: 2), kill -9 of every node at once then a restart of all 1 s later, and a rolling
-// SIGTERM restart (each node in turn, the next once it has caught up). Killed and
-// partitioned nodes come back after 3 s. The workload: workers contending for 3 keys with
+// SIGTERM restart (each node in turn, the next once it has caught up), replace-new (a
+// follower removed with `latch peers remove`, stopped, and a new node with a new id and an
+// empty data directory joined in its place with --join) and replace-same (a node killed,
+// its data directory wiped, and started again at once under its id: the documented way back
+// after a lost disk). Killed and partitioned nodes come back after 3 s. A run of 2 minutes or
+// more must have run every kind; `make test`'s 60 s run gets through most of them. The workload: workers contending for 3 keys with
 // 2-3 s leases, which release after a short critical section, let the lease run out, or let
 // it run out and release anyway; a third of the workers instead keep their locks through the
 // faults by extending (protocol revision 2: leases of 3-5 s held for 2-4 leases, extended
@@ -62,7 +71,9 @@ import (
 // Parameters (environment): LATCH_CHAOS_NODES (3 or 5; default 3), LATCH_CHAOS_DURATION
 // (how long the nemesis runs, from when the workload starts; default 60s), LATCH_CHAOS_SEED
 // (the nemesis's order and victims and the workers' choices; default from the time; the
-// summary prints it). `make chaos` runs it for minutes on 3 and then 5 nodes.
+// summary prints it), LATCH_CHAOS_MODE (soak: pauses and partitions only, with every node's
+// resources sampled and their growth bounded, chaos_soak_test.go). `make chaos` runs it for
+// minutes on 3 and then 5 nodes, `make soak` for an hour in soak mode.
 //
 // It runs only as root with iproute2 (it skips otherwise, and with -short). It does not run
 // in parallel with other tests: its recovery bound needs the machine's cores.
@@ -77,43 +88,13 @@ func TestClusterChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	lab := newPartitionLab(t, ipPath, cfg.Nodes)
-	spec := chaosSpec{IP: ipPath, Latch: latchBin, Hub: lab.hub, Secret: lab.secret, Peer: lab.peer, Admin: lab.admin,
-		DataDir: lab.dataDir, Out: filepath.Join(lab.dataDir, "history.json"), Duration: cfg.Duration, Seed: cfg.Seed,
-		Hold: 3 * time.Second, Quiet: time.Second, Workers: 6, Keys: 3,
-		Lease: 2 * time.Second, Wait: 2 * time.Second, ProbeEvery: 50 * time.Millisecond,
-		ExtendLease: 3 * time.Second}
-	if cfg.Nodes == 5 {
-		spec.Workers = 8
-	}
-	spec.Extenders = spec.Workers / 3
-	for _, n := range lab.nodes {
-		spec.Nodes = append(spec.Nodes, chaosNodeSpec{ID: n.id, NS: n.ns, Addr: n.addr, HubIf: n.hubIf})
-	}
-	t.Logf("chaos: %d nodes, nemesis for %s, seed %d (LATCH_CHAOS_SEED=%d reproduces the schedule)", cfg.Nodes, cfg.Duration, cfg.Seed, cfg.Seed)
+	spec := newChaosSpec(ipPath, lab, cfg)
+	t.Logf("chaos: %d nodes, nemesis for %s, mode %q, seed %d (LATCH_CHAOS_SEED=%d reproduces the schedule)", cfg.Nodes, cfg.Duration, cfg.Mode, cfg.Seed, cfg.Seed)
 
-	runChaosInner(t, lab, self, spec, cfg.Duration+3*time.Minute)
-	b, err := os.ReadFile(spec.Out)
-	if err != nil {
-		t.Fatalf("the inner process wrote no history: %v", err)
-	}
-	var h history.History
-	if err := json.Unmarshal(b, &h); err != nil {
-		t.Fatalf("history: %v", err)
-	}
-	sum := history.Summarize(h, 0)
-	t.Logf("summary:\n%s", sum)
-	vs := history.Check(h, history.Options{})
-	if len(vs) > 0 || t.Failed() {
-		keepChaosEvidence(t, lab.dataDir, cfg.Seed)
-	}
-	perKind := map[string]int{}
-	for _, v := range vs {
-		if perKind[v.Kind]++; perKind[v.Kind] <= 10 {
-			t.Errorf("violation %s", v)
-		}
-	}
-	if len(vs) > 0 {
-		t.Errorf("%d violations in all: %v", len(vs), perKind)
+	defer keepChaosEvidenceIfFailed(t, lab.dataDir, cfg.Seed)
+	h, sum := runChaos(t, lab, self, spec)
+	if cfg.Mode == chaosModeSoak {
+		checkSoak(t, h, cfg.Duration, cfg.Nodes)
 	}
 	// The run must have exercised what it checks.
 	if sum.Ops["acquire ok"] < 50 {
@@ -140,31 +121,108 @@ func TestClusterChaos(t *testing.T) {
 	case sum.HoldsKeptThroughFault == 0 && cfg.Duration >= chaosDefaultDuration:
 		t.Errorf("%d holds extended, none kept through a fault (an extend confirmed after a fault began during the hold)", sum.HoldsExtended)
 	}
-	if cfg.Duration >= chaosDefaultDuration {
+	if cfg.Duration >= chaosAllKindsDuration || (cfg.Mode == chaosModeSoak && cfg.Duration >= chaosDefaultDuration) {
 		seen := map[string]bool{}
 		for _, f := range h.Faults {
 			seen[f.Kind] = true
 		}
-		for _, k := range chaosFaultKinds {
+		for _, k := range chaosKinds(cfg.Mode) {
 			if !seen[k] {
 				t.Errorf("fault %s never ran in %s (faults: %d)", k, cfg.Duration, len(h.Faults))
 			}
 		}
 	}
+	if cfg.Mode == chaosModeFaults && cfg.Duration >= chaosDefaultDuration {
+		if led, _ := history.Terms(h.Leaders); led < 2 {
+			t.Errorf("leader views show %d led terms: the faults moved no leadership, or the views were not sampled", led)
+		}
+	}
+}
+
+// newChaosSpec is the inner process's spec for a run of cfg in lab.
+func newChaosSpec(ipPath string, lab *partitionLab, cfg chaosConfig) chaosSpec {
+	spec := chaosSpec{IP: ipPath, Latch: latchBin, Hub: lab.hub, Secret: lab.secret, Peer: lab.peer, Admin: lab.admin,
+		DataDir: lab.dataDir, Out: filepath.Join(lab.dataDir, "history.json"), Duration: cfg.Duration, Seed: cfg.Seed,
+		Hold: 3 * time.Second, Quiet: time.Second, Workers: 6, Keys: 3,
+		Lease: 2 * time.Second, Wait: 2 * time.Second, ProbeEvery: 50 * time.Millisecond,
+		ExtendLease: 3 * time.Second, Mode: cfg.Mode}
+	if cfg.Nodes == 5 {
+		spec.Workers = 8
+	}
+	spec.Extenders = spec.Workers / 3
+	for _, n := range lab.nodes {
+		spec.Nodes = append(spec.Nodes, chaosNodeSpec{ID: n.id, NS: n.ns, Addr: n.addr, HubIf: n.hubIf})
+	}
+	return spec
+}
+
+// runChaos runs the inner process of spec in lab, reads the history it wrote, logs its
+// summary, and fails the test on every violation history.Check finds and on every fault the
+// nemesis could not complete (Fault.Failed).
+func runChaos(t *testing.T, lab *partitionLab, self string, spec chaosSpec) (history.History, history.Summary) {
+	t.Helper()
+	runChaosInner(t, lab, self, spec, spec.Duration+3*time.Minute)
+	b, err := os.ReadFile(spec.Out)
+	if err != nil {
+		t.Fatalf("the inner process wrote no history: %v", err)
+	}
+	var h history.History
+	if err := json.Unmarshal(b, &h); err != nil {
+		t.Fatalf("history: %v", err)
+	}
+	sum := history.Summarize(h, 0)
+	t.Logf("summary:\n%s", sum)
+	vs := history.Check(h, history.Options{})
+	perKind := map[string]int{}
+	for _, v := range vs {
+		if perKind[v.Kind]++; perKind[v.Kind] <= 10 {
+			t.Errorf("violation %s", v)
+		}
+	}
+	if len(vs) > 0 {
+		t.Errorf("%d violations in all: %v", len(vs), perKind)
+	}
+	for _, f := range h.Faults {
+		if f.Failed {
+			t.Errorf("%s did not complete: %s", f, f.Detail)
+		}
+	}
+	return h, sum
+}
+
+// keepChaosEvidenceIfFailed keeps the evidence (keepChaosEvidence) if the test has failed by
+// now; deferred, it runs after the test's last check, and before the lab is removed.
+func keepChaosEvidenceIfFailed(t *testing.T, dataDir string, seed uint64) {
+	if t.Failed() {
+		keepChaosEvidence(t, dataDir, seed)
+	}
 }
 
 // chaosDefaultDuration is the nemesis's time by default: the short run of `make test`.
-const chaosDefaultDuration = 60 * time.Second
+// chaosAllKindsDuration is the shortest run that must have run every fault kind (a 60 s run
+// runs most of them, in its seeded order).
+const (
+	chaosDefaultDuration  = 60 * time.Second
+	chaosAllKindsDuration = 2 * time.Minute
+)
 
 type chaosConfig struct {
 	Nodes    int
 	Duration time.Duration
 	Seed     uint64
+	Mode     string
 }
 
-// chaosConfigFromEnv reads LATCH_CHAOS_NODES, LATCH_CHAOS_DURATION and LATCH_CHAOS_SEED.
+// chaosConfigFromEnv reads LATCH_CHAOS_NODES, LATCH_CHAOS_DURATION, LATCH_CHAOS_SEED and
+// LATCH_CHAOS_MODE.
 func chaosConfigFromEnv() (chaosConfig, error) {
 	c := chaosConfig{Nodes: 3, Duration: chaosDefaultDuration, Seed: uint64(time.Now().UnixNano())}
+	switch m := os.Getenv("LATCH_CHAOS_MODE"); m {
+	case chaosModeFaults, chaosModeSoak:
+		c.Mode = m
+	default:
+		return c, fmt.Errorf("LATCH_CHAOS_MODE=%q: want soak, or nothing for every fault kind", m)
+	}
 	if v := os.Getenv("LATCH_CHAOS_NODES"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || (n != 3 && n != 5) {

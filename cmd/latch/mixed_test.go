@@ -276,8 +276,9 @@ func (m *mixedLoad) finish() history.History {
 const lateGrant = "grant arrived after the deadline (released in the background)"
 
 // checkAnswers returns, for each operation, what is wrong with its answer. Definite answers
-// are always fine: a grant or a timeout (contended) for an acquire, R or N for a release;
-// so is a late grant the client released itself (lateGrant). While a node restarts, the
+// are always fine: a grant or a timeout (contended) for an acquire, R or N for a release,
+// unsupported for an extend (nothing was extended: a member does not serve revision 2); so
+// is a late grant the client released itself (lateGrant). While a node restarts, the
 // client's documented ride-through may also end an operation indeterminate (a connection to
 // the stopping node lost after the request was written, an answer past its deadline) or
 // unavailable (no server took it during its whole wait): that is allowed for operations
@@ -293,6 +294,7 @@ func checkAnswers(h history.History) (bad, ridden []string) {
 		switch {
 		case op.Result == history.OK, op.Result == history.NotHeld && op.Kind == history.Release,
 			op.Result == history.Timeout && op.Kind == history.Acquire,
+			op.Result == history.Unsupported && op.Kind == history.Extend,
 			op.Result == history.Indeterminate && op.Kind == history.Acquire && op.Why == lateGrant:
 		case op.Result == history.Indeterminate || op.Result == history.Unavailable || op.Result == history.Timeout:
 			if f, ok := restartOf(h, op); ok {

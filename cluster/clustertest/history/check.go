@@ -17,6 +17,8 @@ const (
 	VExtendDeadline  = "extend_deadline"   // an extend confirmed outside its hold, or with a deadline past its lease
 	VNoRecovery      = "no_recovery"       // no grant within the bound after a healed fault
 	VNodeStart       = "node_start"        // a node process that did not start
+	VTwoLeaders      = "two_leaders"       // two nodes claimed to lead one term
+	VNodeExit        = "node_exit"         // a node process that exited without the runner stopping it
 )
 
 // Defaults of Options.
@@ -75,6 +77,9 @@ type Hold struct {
 //     client must neither send those nor count a lease from after the answer.
 //   - After every healed fault, a grant answered within RecoveryBound of the heal.
 //   - Every node start served.
+//   - No term claimed by two nodes: of the leader views sampled through the run, no two
+//     nodes each in raft's Leader state naming itself in one term (checkLeaders).
+//   - No node process that exited unless the runner stopped it.
 func Check(h History, o Options) []Violation {
 	if o.RecoveryBound == 0 {
 		o.RecoveryBound = DefaultRecoveryBound
@@ -97,6 +102,10 @@ func Check(h History, o Options) []Violation {
 		if !s.OK {
 			out = append(out, Violation{VNodeStart, fmt.Sprintf("%s started at %s did not serve: %s", s.Node, ms(s.At), s.Detail)})
 		}
+	}
+	out = append(out, checkLeaders(h.Leaders)...)
+	for _, e := range h.Exits {
+		out = append(out, Violation{VNodeExit, fmt.Sprintf("%s exited at %s without the runner stopping it: %s", e.Node, ms(e.At), e.State)})
 	}
 	return out
 }

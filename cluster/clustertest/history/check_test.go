@@ -274,6 +274,16 @@ func TestPlantedNodeStart(t *testing.T) {
 	}
 }
 
+func TestPlantedNodeExit(t *testing.T) {
+	h := clean()
+	h.Exits = append(h.Exits, NodeExit{Node: "n1", At: msd(12500), State: "signal: killed"})
+	vs := Check(h, Options{})
+	only(t, vs, VNodeExit, 1)
+	if !strings.Contains(vs[0].Detail, "n1 exited at 12.500s") || !strings.Contains(vs[0].Detail, "signal: killed") {
+		t.Fatalf("%s", vs[0])
+	}
+}
+
 func TestSummary(t *testing.T) {
 	s := Summarize(clean(), 0)
 	if s.Acquires != 9 || s.Indeterminate != 1 || s.Ops["acquire ok"] != 7 || s.Ops["release not_held"] != 2 {

@@ -75,7 +75,9 @@ type Op struct {
 
 // Fault is one fault the nemesis injected at Start and healed at Heal (the restart,
 // resume or reconnect moment); Heal is 0 if it was never healed. Leader, if not 0, is when
-// the nemesis first saw every node agree on one leader after the heal.
+// the nemesis first saw every node agree on one leader after the heal. Failed: a step of the
+// fault the cluster should have taken did not succeed (a membership change refused, a new
+// node never made a voter); Detail says which.
 type Fault struct {
 	Kind   string        `json:"kind"`
 	Nodes  []string      `json:"nodes"`
@@ -83,6 +85,7 @@ type Fault struct {
 	Heal   time.Duration `json:"heal"`
 	Leader time.Duration `json:"leader,omitempty"`
 	Detail string        `json:"detail,omitempty"`
+	Failed bool          `json:"failed,omitempty"`
 }
 
 // NodeStart is one start of a node process, at At: OK once it served (after Took), or
@@ -95,17 +98,61 @@ type NodeStart struct {
 	Detail string        `json:"detail,omitempty"`
 }
 
+// LeaderView is what one node's status said about leadership at At: its own id (Node), its
+// raft State, its Term and the leader it names in that term (Leader; "" for none). A runner
+// samples every node's status all through a run and records a view each time one changes.
+type LeaderView struct {
+	At     time.Duration `json:"at"`
+	Node   string        `json:"node"`
+	State  string        `json:"state"`
+	Term   uint64        `json:"term"`
+	Leader string        `json:"leader,omitempty"`
+}
+
+// Claims reports whether v is a node's claim to lead its term: it is in raft's Leader state
+// and names itself.
+func (v LeaderView) Claims() bool { return v.State == "Leader" && v.Leader == v.Node && v.Node != "" }
+
+// ResourceSample is what one node's process used at At (a soak run samples every node about
+// every 30 s, between faults): Slot names the node's place in the lab (its id at the
+// start), PID its process, RSS its resident set in KiB (/proc/PID/status VmRSS; RSSAnon and
+// RSSFile its anonymous and file-backed parts), FDs its open descriptors (/proc/PID/fd),
+// Goroutines its /metrics go_goroutines (-1: the node did not answer), Leading whether it
+// led then (a leader runs more goroutines and holds more connections than a follower).
+type ResourceSample struct {
+	At         time.Duration `json:"at"`
+	Slot       string        `json:"slot"`
+	PID        int           `json:"pid"`
+	RSS        int64         `json:"rss_kib"`
+	RSSAnon    int64         `json:"rss_anon_kib,omitempty"`
+	RSSFile    int64         `json:"rss_file_kib,omitempty"`
+	FDs        int           `json:"fds"`
+	Goroutines int           `json:"goroutines"`
+	Leading    bool          `json:"leading,omitempty"`
+}
+
+// NodeExit is a node process that exited at At without the runner stopping it (a crash,
+// or a signal from elsewhere); State is how it ended (its exit status or signal).
+type NodeExit struct {
+	Node  string        `json:"node"`
+	At    time.Duration `json:"at"`
+	State string        `json:"state"`
+}
+
 // History is the whole record of a run, which ended at End. LeasesOn, if not 0, is when the
 // runner first saw every node report protocol revision 2 switched on (the cluster's feature
 // switch, without which every extend is answered unsupported).
 type History struct {
-	Seed     uint64        `json:"seed"`
-	Nodes    int           `json:"nodes"`
-	LeasesOn time.Duration `json:"leases_on,omitempty"`
-	Ops      []Op          `json:"ops"`
-	Faults   []Fault       `json:"faults"`
-	Starts   []NodeStart   `json:"starts"`
-	End      time.Duration `json:"end"`
+	Seed      uint64           `json:"seed"`
+	Nodes     int              `json:"nodes"`
+	LeasesOn  time.Duration    `json:"leases_on,omitempty"`
+	Ops       []Op             `json:"ops"`
+	Faults    []Fault          `json:"faults"`
+	Starts    []NodeStart      `json:"starts"`
+	Exits     []NodeExit       `json:"exits,omitempty"`
+	Leaders   []LeaderView     `json:"leaders,omitempty"`
+	Resources []ResourceSample `json:"resources,omitempty"`
+	End       time.Duration    `json:"end"`
 }
 
 // Recorder collects a History from many goroutines. Its clock starts at NewRecorder.
@@ -157,6 +204,27 @@ func (r *Recorder) AddStart(s NodeStart) {
 	r.h.Starts = append(r.h.Starts, s)
 }
 
+// AddExit records a node process that exited without the runner stopping it.
+func (r *Recorder) AddExit(e NodeExit) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Exits = append(r.h.Exits, e)
+}
+
+// AddLeaderView records what a node's status said about leadership.
+func (r *Recorder) AddLeaderView(v LeaderView) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Leaders = append(r.h.Leaders, v)
+}
+
+// AddResources records a sample of a node's process.
+func (r *Recorder) AddResources(s ResourceSample) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Resources = append(r.h.Resources, s)
+}
+
 // History returns a copy of what was recorded so far, ending now.
 func (r *Recorder) History() History {
 	r.mu.Lock()
@@ -165,6 +233,9 @@ func (r *Recorder) History() History {
 	h.Ops = append([]Op(nil), r.h.Ops...)
 	h.Faults = append([]Fault(nil), r.h.Faults...)
 	h.Starts = append([]NodeStart(nil), r.h.Starts...)
+	h.Exits = append([]NodeExit(nil), r.h.Exits...)
+	h.Leaders = append([]LeaderView(nil), r.h.Leaders...)
+	h.Resources = append([]ResourceSample(nil), r.h.Resources...)
 	h.End = r.Now()
 	return h
 }

@@ -33,6 +33,8 @@ type Summary struct {
 	NotHeldDelayed, NotHeldResent int
 	Faults                        []FaultSummary
 	NodeStarts, NodeStartFailed   int
+	// TermsLed: terms some node was seen to lead, of LeaderViews leader views recorded.
+	TermsLed, LeaderViews int
 	// Acquires and the indeterminate ones, by Why and by the fault in effect when invoked
 	// (invoked between a fault's start and its heal plus the recovery bound; else "none").
 	Acquires, Indeterminate int
@@ -110,6 +112,7 @@ func Summarize(h History, bound time.Duration) Summary {
 		}
 	}
 	s.Faults = summarizeFaults(h)
+	s.TermsLed, s.LeaderViews = Terms(h.Leaders)
 	for _, st := range h.Starts {
 		s.NodeStarts++
 		if !st.OK {
@@ -215,6 +218,7 @@ func (s Summary) String() string {
 	fmt.Fprintf(&b, "releases and extends sent >= %s before the deadline answered N, not violations: after the deadline (delayed past it) %d, to a resend %d\n",
 		DefaultNotHeldMargin, s.NotHeldDelayed, s.NotHeldResent)
 	fmt.Fprintf(&b, "node starts: %d, failed %d\n", s.NodeStarts, s.NodeStartFailed)
+	fmt.Fprintf(&b, "leadership: %d terms seen led, from %d status views\n", s.TermsLed, s.LeaderViews)
 	fmt.Fprintf(&b, "faults by kind (recovery: heal to first grant; leader: heal to an agreed leader; gap: longest stretch without a grant from fault to recovery):\n")
 	for _, f := range s.Faults {
 		fmt.Fprintf(&b, "  %-23s x%d  recovery %s  leader %s  gap %s\n", f.Kind, f.Count, spread(f.Recovery), spread(f.Leader), spread(f.Gap))
