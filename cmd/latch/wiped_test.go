@@ -12,28 +12,24 @@ import (
 )
 
 // A voter whose disk was lost, started again empty under its id and still a voter of the
-// configuration (what deploy/README.md said to do, "What survives what", until this test),
-// counts for the quorum before it has caught up: it has forgotten every entry it
-// acknowledged, so with one more failure in that window it can elect a node that lacks
-// committed entries. Here: the leader A and the follower X commit grants while the follower
-// B is frozen (it falls behind); A crashes and X's disk is lost; X is started empty with its
-// flags and B resumes. X's vote quarantine (2 x the election timeout + 1 s) is over before
-// any leader reaches it, so it votes for B, whose log is as up to date as X's empty one: B
-// leads without the grants A and X committed, grants their keys again and issues their
-// tokens again. A cluster of three that lost a disk and a process must stop serving instead.
+// configuration (what a StatefulSet does when a pod's volume is replaced), has forgotten
+// every entry it acknowledged: with one more failure before it has caught up, its vote could
+// elect a node that lacks committed entries. Here: the leader A and the follower X commit
+// grants while the follower B is frozen (it falls behind); A crashes and X's disk is lost; X
+// is started empty with its flags and B resumes. B's log is as up to date as X's empty one,
+// so if X voted, B would lead without the grants A and X committed, and grant their keys and
+// issue their tokens again. X withholds its vote until it has caught up with a leader
+// (cluster/raftnode/amnesia.go), and no leader can catch it up while A is down: a cluster of
+// three that lost a disk and a process stops serving instead.
 //
-// The way back that is safe (the procedure deploy/README.md now gives): remove the lost
-// member first (`latch peers remove`, through a live node: it needs a quorum of the old
-// configuration, so the surviving followers have the log), then start it empty with --join,
-// which adds it as a nonvoter and gives it its vote once it has caught up.
+// The other way back (deploy/README.md): remove the lost member first (`latch peers
+// remove`, through a live node: it needs a quorum of the old configuration, so the surviving
+// followers have the log), then start it empty with --join, which adds it as a nonvoter and
+// gives it its vote once it has caught up.
 
-// TestWipedVoterRejoiningEmptyElectsAStaleLeader shows the unsafe way back: it fails while
-// latch lets a voter without raft state vote before it has caught up. It runs with
-// LATCH_KNOWN_BUGS=1.
-func TestWipedVoterRejoiningEmptyElectsAStaleLeader(t *testing.T) {
-	if os.Getenv("LATCH_KNOWN_BUGS") != "1" {
-		t.Skip("known bug: a wiped voter started empty under its id votes before it has caught up and can elect a stale leader (committed grants lost, tokens issued twice); LATCH_KNOWN_BUGS=1 runs it")
-	}
+// TestWipedVoterRejoiningEmptyWaitsToCatchUp: the voter started empty under its id elects
+// nobody before it has caught up.
+func TestWipedVoterRejoiningEmptyWaitsToCatchUp(t *testing.T) {
 	clustertest.Slow(t, "starts three processes and loses a node's data directory")
 	wipedVoter(t, false)
 }
