@@ -351,29 +351,7 @@ func TestDiskPowerCutAllNodes(t *testing.T) {
 	stop := tc.load(t, 20)
 	tc.cutPower(t, fss, 0, 1, 2)
 	stop()
-	var spawned []*proc
-	for i := range tc.procs {
-		spawned = append(spawned, tc.spawnAfterCut(t, i))
-	}
-	var refused []int
-	for i, p := range spawned {
-		if line := tc.settle(t, i, p); line != "" {
-			t.Logf("n%d refused its data directory after the power cut: %s", i+1, line)
-			refused = append(refused, i)
-		} else {
-			t.Logf("n%d started from its data directory after the power cut", i+1)
-		}
-	}
-	if len(refused) > 1 {
-		t.Fatalf("%d of 3 nodes refused their data directories after one power cut: the cluster has no quorum", len(refused))
-	}
-	for _, i := range refused {
-		tc.rejoinEmpty(t, i, fss[i])
-	}
-	l = tc.leader()
-	for i := range tc.procs {
-		tc.caughtUp(t, i, l)
-	}
+	l = tc.startAllAfterCut(t, fss)
 	seen.stillHeld(tc.procs[(l+1)%3], held)
 	seen.grants(tc.procs[l], "cutall/after/", 10)
 }
@@ -490,6 +468,16 @@ func TestDiskPowerCutAfterSnapshot(t *testing.T) {
 	held["snapcut/held-after-snapshot"] = seen.hold(tc.procs[l], "snapcut/held-after-snapshot")
 	tc.cutPower(t, fss, 0, 1, 2)
 	stop()
+	l = tc.startAllAfterCut(t, fss)
+	seen.stillHeld(tc.procs[(l+1)%3], held)
+	seen.grants(tc.procs[l], "snapcut/after/", 10)
+}
+
+// startAllAfterCut starts every node again after a power cut of all of them (fss: their
+// filesystems): each starts from its data directory or refuses it (exit 74); at most one may
+// refuse, and it rejoins empty. It returns the leader, once every node has caught up with it.
+func (tc *testCluster) startAllAfterCut(t *testing.T, fss []*faultfs.FS) int {
+	t.Helper()
 	var spawned []*proc
 	for i := range tc.procs {
 		spawned = append(spawned, tc.spawnAfterCut(t, i))
@@ -509,10 +497,9 @@ func TestDiskPowerCutAfterSnapshot(t *testing.T) {
 	for _, i := range refused {
 		tc.rejoinEmpty(t, i, fss[i])
 	}
-	l = tc.leader()
+	l := tc.leader()
 	for i := range tc.procs {
 		tc.caughtUp(t, i, l)
 	}
-	seen.stillHeld(tc.procs[(l+1)%3], held)
-	seen.grants(tc.procs[l], "snapcut/after/", 10)
+	return l
 }
