@@ -184,7 +184,7 @@ func (n *Node) granted(key []byte, op acqOp, r fsm.Result, current bool, now int
 		}
 	}
 	switch {
-	case !op.c.gone:
+	case !op.c.ended.Load():
 		n.m.acqAcquired.Inc()
 		n.m.grantLatency.Observe(time.Duration(now - op.readAt).Seconds())
 		if n.audit.on() {
@@ -221,9 +221,9 @@ func (n *Node) heldAtApply(key []byte, op acqOp, r fsm.Result, current bool, now
 		n.acquireFailed(op, wire.ReasonUnavailable, false, now)
 	case w != nil && n.draining:
 		n.acquireFailed(op, wire.ReasonUnavailable, false, now)
-	case w != nil && (w.c.gone || now >= w.deadline):
+	case w != nil && (w.c.ended.Load() || now >= w.deadline):
 		n.retire(w, false)
-		if !w.c.gone {
+		if !w.c.ended.Load() {
 			n.m.acqTimeout.Inc()
 			w.c.out.Reply(wire.Response{Op: wire.OpTimeout, Owner: w.owner})
 		}

@@ -133,7 +133,7 @@ func (n *Node) extendLocally(name string, op extOp) {
 			}
 			resp = wire.Response{Op: wire.OpExtend, Owner: op.owner}
 		}
-		if !op.c.gone {
+		if !op.c.ended.Load() {
 			op.c.out.Reply(resp)
 		}
 	})
@@ -180,7 +180,7 @@ func (n *Node) extendedResult(key []byte, op extOp, r fsm.Result, err error, now
 		}
 		resp = wire.Response{Op: wire.OpNotHeld, Owner: op.owner}
 	}
-	if op.c != nil && !op.c.gone {
+	if op.c != nil && !op.c.ended.Load() {
 		op.c.out.Reply(resp)
 	}
 }

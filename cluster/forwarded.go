@@ -38,7 +38,7 @@ func (fw *forwarded) Reply(r wire.Response) {
 		return
 	}
 	fw.n.mu.Lock()
-	gone := fw.c.gone
+	gone := fw.c.ended.Load()
 	if !gone {
 		fw.c.out.Reply(r)
 	}

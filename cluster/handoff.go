@@ -44,7 +44,7 @@ func (n *Node) grantNext(name string, now int64) {
 		if w.done {
 			continue
 		}
-		if w.c.gone {
+		if w.c.ended.Load() {
 			n.retire(w, false)
 			continue
 		}

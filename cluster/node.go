@@ -27,8 +27,7 @@ type Session struct {
 	from    string // where its requests come from (the audit trail)
 	out     Replier
 	waiting map[*waiter]struct{}
-	gone    bool
-	ended   atomic.Bool // gone, for readers without n.mu (Ended)
+	ended   atomic.Bool // Detach was called: nothing more is sent to it (read without n.mu by Ended)
 	// A forward connection's: the follower as the audit trail names it, and the client
 	// addresses it bound (origins.go; under n.mu; nil until the first).
 	via     string
@@ -135,7 +134,6 @@ func (n *Node) Attach(out Replier, origin string) *Session {
 func (n *Node) Detach(c *Session) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	c.gone = true
 	c.ended.Store(true)
 	for w := range c.waiting {
 		if w.proposed {
@@ -164,7 +162,7 @@ func (n *Node) fail(c *Session, owner uint64, reason wire.Reason) {
 	case wire.ReasonTokenExhausted:
 		n.m.acqExhausted.Inc()
 	}
-	if !c.gone {
+	if !c.ended.Load() {
 		c.out.Reply(wire.Response{Op: wire.OpError, Owner: owner, Reason: reason})
 	}
 }

@@ -93,7 +93,7 @@ func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64
 		}
 	case r.Kind == fsm.Released:
 		n.m.relReleased.Inc()
-		if op.c != nil && !op.c.gone {
+		if op.c != nil && !op.c.ended.Load() {
 			op.c.out.Reply(wire.Response{Op: wire.OpRelease, Owner: op.owner}) // before the next holder's A
 		}
 		if mine {
@@ -109,7 +109,7 @@ func (n *Node) released(key []byte, op relOp, r fsm.Result, err error, now int64
 			n.resync(h, r.Holder, now)
 		}
 	}
-	if op.c != nil && !op.c.gone {
+	if op.c != nil && !op.c.ended.Load() {
 		op.c.out.Reply(resp)
 	}
 }
@@ -142,7 +142,7 @@ func (n *Node) fromView(c *Session, resp wire.Response, sent prometheus.Counter,
 		if released != "" {
 			n.audit.release("release", []byte(released), fsm.Token(token), auditResult(resp), c.origin(resp.Owner))
 		}
-		if !c.gone {
+		if !c.ended.Load() {
 			c.out.Reply(resp)
 		}
 	})

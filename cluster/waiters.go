@@ -103,7 +103,7 @@ func (n *Node) waitTimedOut(w *waiter) {
 		return // granted, cancelled, or its acquire is in the log: the result decides
 	}
 	n.retire(w, true)
-	if w.c.gone {
+	if w.c.ended.Load() {
 		n.m.acqTimeout.Inc() // nobody to tell, nothing to confirm
 		return
 	}
