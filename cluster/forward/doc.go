@@ -13,7 +13,7 @@
 // its own (peer.ChannelForwardLeases), since there is no hello to negotiate it in: the
 // follower dials it first and takes the latch/1 channel when the leader's peer port refuses
 // it, and Config.Dial says which one a connection is. The leader serves the revised one with
-// server.Server.ServePeerFlags(nc, wire.FlagLeases): its grants are G with the leader's age,
+// server.Server.ServePeer(nc, wire.FlagLeases, via): its grants are G with the leader's age,
 // and it takes extends. Which revision the link speaks is a property of each connection,
 // fixed when it is dialled: a leader replaced by an upgraded one is dialled afresh. One link
 // carries the requests of every session of the follower, latch/1 and revised alike, so it

@@ -11,7 +11,7 @@ import (
 )
 
 // Revision 2 end to end, with real sessions at both ends: a client session of the follower
-// (revised or latch/1), the link, and the leader's forward session (ServePeerFlags). The
+// (revised or latch/1), the link, and the leader's forward session (ServePeer). The
 // nodes are single-mode nodes, which serve revision 2 to their clients.
 
 // dialRevised connects a client to m and makes a handshake that offers revision 2; it fails

@@ -209,7 +209,7 @@ func (m *Member) serveForwarded(ch byte, revs uint8) {
 		if err != nil {
 			return
 		}
-		if m.srv.ServeForward(nc, revs, peer.IdentityOf(nc).ID) != nil {
+		if m.srv.ServePeer(nc, revs, peer.IdentityOf(nc).ID) != nil {
 			return
 		}
 	}

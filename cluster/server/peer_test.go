@@ -63,7 +63,7 @@ func TestServePeerShutdown(t *testing.T) {
 
 	a, b := net.Pipe()
 	defer b.Close()
-	if err := ts.srv.ServePeer(a); !errors.Is(err, server.ErrServerClosed) {
+	if err := ts.srv.ServePeer(a, 0, ""); !errors.Is(err, server.ErrServerClosed) {
 		t.Fatalf("ServePeer after Shutdown: %v, want ErrServerClosed", err)
 	}
 	if _, err := b.Read(make([]byte, 1)); err == nil {

@@ -177,18 +177,14 @@ func (s *Server) admit(nc net.Conn) {
 // waiters, coalesced replies, progress timeout, write stall). Peer sessions do not count
 // against MaxConns or the connections gauge; Shutdown ends them like client sessions.
 // ServePeer returns at once; after Shutdown it closes nc and returns ErrServerClosed.
-func (s *Server) ServePeer(nc net.Conn) error { return s.ServePeerFlags(nc, 0) }
-
-// ServePeerFlags is ServePeer for a forward link that carries the protocol revisions revs
-// (wire.FlagLeases: the follower forwards extends, and grants are answered G with their
-// age; 0: latch/1, as ServePeer). The peer port's channel decided revs; there is no hello.
-func (s *Server) ServePeerFlags(nc net.Conn, revs uint8) error { return s.ServeForward(nc, revs, "") }
-
-// ServeForward is ServePeerFlags for the link of the follower via (its node ID, as its peer
-// handshake stated it; "" when it stated none): when the follower names its clients to this
-// node's audit trail (cluster/origins.go), their requests are audited as coming from the
-// client's address through via, or through the link's address when via is "".
-func (s *Server) ServeForward(nc net.Conn, revs uint8, via string) error {
+//
+// revs are the protocol revisions the link carries (wire.FlagLeases: the follower forwards
+// extends, and grants are answered G with their age; 0: latch/1): the peer port's channel
+// decided them; there is no hello. via is the follower (its node ID, as its peer handshake
+// stated it; "" when it stated none): when the follower names its clients to this node's
+// audit trail (cluster/origins.go), their requests are audited as coming from the client's
+// address through via, or through the link's address when via is "".
+func (s *Server) ServePeer(nc net.Conn, revs uint8, via string) error {
 	if !s.start(nc, true, revs&wire.OfferFlags, via) {
 		return ErrServerClosed
 	}

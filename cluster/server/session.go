@@ -43,7 +43,7 @@ type session struct {
 	// clients' addresses (cluster/origins.go); only the reader touches it.
 	origins bool
 	// revs are the protocol revisions in force on the connection (wire.FlagLeases or 0): set
-	// by the hello (wire.EchoFlags), or by ServePeerFlags for a forward link. The reader
+	// by the hello (wire.EchoFlags), or by ServePeer for a forward link. The reader
 	// sets it before any frame that depends on it is decoded or answered, and the writer
 	// reads it (atomic: the writer may run while the hello is answered).
 	revs  atomic.Uint32

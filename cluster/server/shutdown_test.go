@@ -218,7 +218,7 @@ func TestDrainKeepsAnswering(t *testing.T) {
 		t.Fatalf("a client connection was taken while draining")
 	}
 	a, b := net.Pipe()
-	if err := ts.srv.ServePeer(a); err != nil {
+	if err := ts.srv.ServePeer(a, 0, ""); err != nil {
 		t.Fatalf("ServePeer while draining: %v", err)
 	}
 	b.Close()

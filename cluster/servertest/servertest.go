@@ -95,7 +95,7 @@ func ServePeers(t testing.TB, srv *server.Server) string {
 }
 
 // ServePeersFlags is ServePeers for forward links that carry the protocol revisions revs
-// (srv.ServePeerFlags: wire.FlagLeases for the revised forward channel).
+// (srv.ServePeer: wire.FlagLeases for the revised forward channel).
 func ServePeersFlags(t testing.TB, srv *server.Server, revs uint8) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -110,8 +110,8 @@ func ServePeersFlags(t testing.TB, srv *server.Server, revs uint8) string {
 			if err != nil {
 				return
 			}
-			if err := srv.ServePeerFlags(nc, revs); err != nil && !errors.Is(err, server.ErrServerClosed) {
-				t.Errorf("ServePeerFlags: %v", err)
+			if err := srv.ServePeer(nc, revs, ""); err != nil && !errors.Is(err, server.ErrServerClosed) {
+				t.Errorf("ServePeer: %v", err)
 			}
 		}
 	}()
