@@ -209,8 +209,8 @@ func (cl *Client) Release(ctx context.Context, key string, token uint64) error {
 	if err := CheckKey(key); err != nil {
 		return err
 	}
-	if token == 0 || token > wire.MaxToken {
-		return fmt.Errorf("%w: token %d is never granted (nothing sent)", ErrNotHeld, token)
+	if err := CheckToken(token); err != nil {
+		return err
 	}
 	err := cl.release(ctx, key, token, cl.clock.Now(), false)
 	if err == nil {

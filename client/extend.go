@@ -188,8 +188,8 @@ func (cl *Client) Extend(ctx context.Context, key string, token uint64, lease ti
 	if err := CheckKey(key); err != nil {
 		return time.Time{}, err
 	}
-	if token == 0 || token > wire.MaxToken {
-		return time.Time{}, fmt.Errorf("%w: token %d is never granted (nothing sent)", ErrNotHeld, token)
+	if err := CheckToken(token); err != nil {
+		return time.Time{}, err
 	}
 	l, err := leaseSeconds(lease)
 	if err != nil {

@@ -86,6 +86,15 @@ func CheckKey(key string) error {
 	return nil
 }
 
+// CheckToken checks a token as Release and Extend do before anything is sent: no grant
+// carries 0 or a token above wire.MaxToken, so those are ErrNotHeld at once.
+func CheckToken(token uint64) error {
+	if token == 0 || token > wire.MaxToken {
+		return fmt.Errorf("%w: token %d is never granted (nothing sent)", ErrNotHeld, token)
+	}
+	return nil
+}
+
 // normalize checks an acquire before anything is sent: the key by CheckKey, and the
 // durations by CheckAcquire.
 func normalize(key string, budget time.Duration, o AcquireOptions) (request, error) {

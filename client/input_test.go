@@ -175,3 +175,12 @@ func TestConfigValidation(t *testing.T) {
 		})
 	}
 }
+
+// No grant carries token 0 or one above wire.MaxToken: CheckToken refuses exactly those.
+func TestCheckToken(t *testing.T) {
+	for tok, ok := range map[uint64]bool{0: false, 1: true, wire.MaxToken: true, wire.MaxToken + 1: false, math.MaxUint64: false} {
+		if err := CheckToken(tok); (err == nil) != ok || err != nil && !errors.Is(err, ErrNotHeld) {
+			t.Errorf("CheckToken(%d) = %v, want ok %v (ErrNotHeld otherwise)", tok, err, ok)
+		}
+	}
+}

@@ -79,7 +79,7 @@ func locksCommand() *cli.Command {
 					if err != nil {
 						return usageErr("locks release", "%v", err)
 					}
-					if c.IsSet("token") && (c.Uint64("token") == 0 || c.Uint64("token") > wire.MaxToken) {
+					if c.IsSet("token") && client.CheckToken(c.Uint64("token")) != nil {
 						return usageErr("locks release", "--token %d: tokens are 1..%d", c.Uint64("token"), uint64(wire.MaxToken))
 					}
 					return adminCall(c, "locks release", true, adminTimeout, func(ctx context.Context, a admin.Remote, secret []byte) error {

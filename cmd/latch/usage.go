@@ -8,6 +8,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/latchd/latch/client"
+
 	"github.com/latchd/latch/wire"
 )
 
@@ -35,7 +37,7 @@ func tokenArg(verb, name, s string) (uint64, error) {
 	if err != nil && (strings.Trim(strings.TrimPrefix(s, "-"), "0123456789") != "" || s == "-" || s == "") {
 		return 0, usageErr(verb, "%s %q is not a whole number", name, s)
 	}
-	if err != nil || t == 0 || t > wire.MaxToken {
+	if err != nil || client.CheckToken(t) != nil { // the CLI's rule on top: a usage error, not "not held"
 		return 0, usageErr(verb, "%s %s: tokens are 1..%d", name, s, uint64(wire.MaxToken))
 	}
 	return t, nil
